@@ -1,0 +1,1 @@
+"""Arena environments served over the Model Context Protocol."""

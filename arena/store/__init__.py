@@ -1,0 +1,45 @@
+"""The arena store: sqlmodel tables, an async engine (SQLite or PostgreSQL), Alembic migrations,
+a repository of small typed async functions and integrity checks.
+
+    store = Store("sqlite+aiosqlite:///var/arena.db")
+    await store.migrate()
+    async with store.transaction() as s:
+        await repo.upsert_episode(s, EpisodeRow(...))
+"""
+
+from arena.store import repo
+from arena.store.engine import Store, StoreError, make_engine
+from arena.store.integrity import IntegrityReport, check_integrity
+from arena.store.tables import (
+    PHASES,
+    CheckpointRow,
+    CurriculumStateRow,
+    DaemonStateRow,
+    DiagnosisReportRow,
+    EnvironmentRow,
+    EpisodeRow,
+    EventRow,
+    PhaseRow,
+    RoundRow,
+    TaskRow,
+)
+
+__all__ = [
+    "PHASES",
+    "CheckpointRow",
+    "CurriculumStateRow",
+    "DaemonStateRow",
+    "DiagnosisReportRow",
+    "EnvironmentRow",
+    "EpisodeRow",
+    "EventRow",
+    "IntegrityReport",
+    "PhaseRow",
+    "RoundRow",
+    "Store",
+    "StoreError",
+    "TaskRow",
+    "check_integrity",
+    "make_engine",
+    "repo",
+]

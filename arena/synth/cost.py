@@ -1,0 +1,105 @@
+"""What synthesis cost and what it kept: the `SynthesisReport`.
+
+Every synthesis run fills one report: per stage (graph, walk, writer, gates, program, envgen steps
+...) the helper-model calls, tokens and seconds, how many items entered the stage and how many it
+accepted, plus rejections counted per gate or reason. Callers pass an observer (`on_report`) to
+export it; ops turns it into metrics, the CLI prints it with `--json`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from arena.protocols import ChatModel
+from arena.types import Completion, Message, SamplingParams, ToolSpec
+
+
+class StageCost(BaseModel):
+    """Cost and acceptance of one stage."""
+
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    attempted: int = 0
+    accepted: int = 0
+
+
+class SynthesisReport(BaseModel):
+    """One synthesis run: what was asked, what was kept, why the rest was rejected, what it cost."""
+
+    env: str
+    kind: str
+    requested: int = 0
+    kept: int = 0
+    attempts: int = 0
+    rejections: dict[str, int] = Field(default_factory=dict)
+    stages: dict[str, StageCost] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    def reject(self, reason: str) -> None:
+        """Count one rejection."""
+        self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def stage(self, name: str) -> StageCost:
+        """The cost record of a stage (created on first use)."""
+        return self.stages.setdefault(name, StageCost())
+
+    @property
+    def model_calls(self) -> int:
+        """Helper-model calls over every stage."""
+        return sum(s.model_calls for s in self.stages.values())
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens over every stage."""
+        return sum(s.prompt_tokens + s.completion_tokens for s in self.stages.values())
+
+    def summary(self) -> dict[str, Any]:
+        """The report plus totals, as plain JSON."""
+        return {**self.model_dump(mode="json"), "model_calls": self.model_calls, "tokens": self.tokens}
+
+
+ReportObserver = Callable[[SynthesisReport], None]
+
+
+class StageMeter:
+    """Times stages and counts helper calls into a report."""
+
+    def __init__(self, report: SynthesisReport) -> None:
+        self.report = report
+        self.current = "other"
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[StageCost]:
+        """Add the block's wall time to stage `name`; model calls inside are charged to it."""
+        cost = self.report.stage(name)
+        previous, self.current = self.current, name
+        start = time.perf_counter()
+        try:
+            yield cost
+        finally:
+            cost.seconds += time.perf_counter() - start
+            self.current = previous
+
+    async def chat(
+        self,
+        model: ChatModel,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        params: SamplingParams | None = None,
+        stage: str | None = None,
+    ) -> Completion:
+        """`model.chat(...)`, counted against `stage` (default: the current timed stage)."""
+        cost = self.report.stage(stage or self.current)
+        cost.model_calls += 1
+        completion = await model.chat(messages, tools=tools, params=params)
+        cost.prompt_tokens += completion.usage.prompt_tokens
+        cost.completion_tokens += completion.usage.completion_tokens
+        return completion

@@ -1,0 +1,191 @@
+"""The task model: what the agent is asked to do, the reference solution, and how it is checked.
+
+A task belongs to one environment; its id is unique inside that environment and `full_id`
+(`ENV/ID`) is unique across Arena. Checks are a discriminated union on `kind`:
+
+- `state_match`: the final database equals the state reached by replaying the reference calls on a
+  fresh instance (every table, unless some are ignored);
+- `sql`: one named boolean query over the final state, with the initial state attached as schema
+  `initial` (`SELECT count(*) > (SELECT count(*) FROM initial.orders) FROM orders`);
+- `answer`: expected (and forbidden) values in the final answer, compared after normalization;
+- `python`: `check(initial, final, answer) -> bool` source, run in the sandbox for synthesized tasks;
+- `rubric`: criteria judged by a `ChatModel`; the check passes only when every criterion does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from arena.protocols import UserContext
+from arena.types import ToolCall
+
+TaskMode = Literal["autonomous", "conversational"]
+TaskOrigin = Literal["manual", "graph", "program", "simulated", "targeted"]
+CheckKind = Literal["state_match", "sql", "answer", "python", "rubric"]
+
+# Task ids appear in `ENV/ID` strings, file names and CLI arguments: keep them plain.
+_DEFAULT_NAMES = {
+    "state_match": "final state matches the reference",
+    "sql": "sql",
+    "answer": "final answer",
+    "python": "python check",
+    "rubric": "rubric",
+}
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class _CheckBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name shown in verdicts: the check's own name, or a default for its kind."""
+        return self.name or _DEFAULT_NAMES[self.kind]  # type: ignore[attr-defined]
+
+
+class StateMatchCheck(_CheckBase):
+    """The final state equals the reference replay's final state (tau2-style).
+
+    `ignore` lists tables (`"audit_log"`) or columns (`"orders.updated_at"`) left out of the
+    comparison, for state the task does not care about.
+    """
+
+    kind: Literal["state_match"] = "state_match"
+    ignore: list[str] = Field(default_factory=list)
+
+
+class SqlCheck(_CheckBase):
+    """A named boolean query: passes when its first row's first column is true (non-zero, non-NULL)."""
+
+    kind: Literal["sql"] = "sql"
+    name: str = Field(min_length=1)
+    sql: str = Field(min_length=1)
+
+
+class AnswerCheck(_CheckBase):
+    """Every `contains` value appears in the final answer and no `not_contains` value does.
+
+    Both sides are normalized first (case, whitespace, currency symbols, number formats); a value
+    that starts or ends with a digit only matches whole numbers (`"12"` does not match `"120"`).
+    """
+
+    kind: Literal["answer"] = "answer"
+    contains: list[str] = Field(default_factory=list)
+    not_contains: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> AnswerCheck:
+        if not self.contains and not self.not_contains:
+            raise ValueError("an answer check needs `contains` or `not_contains` values")
+        if any(not v.strip() for v in [*self.contains, *self.not_contains]):
+            raise ValueError("answer check values must not be blank")
+        return self
+
+
+class PythonCheck(_CheckBase):
+    """`code` defines `check(initial, final, answer) -> bool` over two sqlite3 connections.
+
+    Checks of synthesized tasks always run in the sandbox; `sandbox = true` asks for it on a
+    hand-written task too (`ARENA_SANDBOX=all` does it for every task).
+    """
+
+    kind: Literal["python"] = "python"
+    code: str = Field(min_length=1)
+    sandbox: bool = False
+
+    @field_validator("code")
+    @classmethod
+    def _defines_check(cls, code: str) -> str:
+        try:
+            compile(code, "<python check>", "exec")
+        except SyntaxError as exc:
+            raise ValueError(f"python check does not compile: {exc.msg} (line {exc.lineno})") from None
+        if not re.search(r"^def\s+check\s*\(", code, re.MULTILINE):
+            raise ValueError("python check must define `def check(initial, final, answer)`")
+        return code
+
+
+class RubricCheck(_CheckBase):
+    """Criteria an LLM judge assesses from the transcript; passes when all of them pass."""
+
+    kind: Literal["rubric"] = "rubric"
+    criteria: list[str] = Field(min_length=1)
+
+    @field_validator("criteria")
+    @classmethod
+    def _non_blank(cls, criteria: list[str]) -> list[str]:
+        if any(not c.strip() for c in criteria):
+            raise ValueError("rubric criteria must not be blank")
+        return criteria
+
+
+Check = Annotated[
+    StateMatchCheck | SqlCheck | AnswerCheck | PythonCheck | RubricCheck,
+    Field(discriminator="kind"),
+]
+
+
+class Task(BaseModel):
+    """One task of one environment, with its reference solution and checks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    env: str = Field(min_length=1)
+    env_version: str | None = None
+    instruction: str = Field(min_length=1)
+    mode: TaskMode = "autonomous"
+    user: UserContext | None = None
+    answer: str | None = None
+    reference: list[ToolCall] = Field(default_factory=list)
+    checks: list[Check] = Field(min_length=1)
+    difficulty: dict[str, float | int | str] = Field(default_factory=dict)
+    origin: TaskOrigin = "manual"
+    round: int | None = None
+    # Tools from other environments shown to the agent as noise ("ENV/TOOL"), per the `distractors` knob.
+    distractor_tools: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _plain_id(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError(
+                f"task id {value!r} must start with a letter or digit and use only letters, digits, '_', '.', '-'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Task:
+        if self.mode == "conversational" and self.user is None:
+            raise ValueError("a conversational task needs `user` (intent, persona)")
+        return self
+
+    @property
+    def full_id(self) -> str:
+        """`ENV/ID`: the id unique across environments (CLI, store keys, logs)."""
+        return f"{self.env}/{self.id}"
+
+    @property
+    def needs_state(self) -> bool:
+        """Whether any check reads the database (so the task needs an executable environment)."""
+        return any(c.kind in ("state_match", "sql", "python") for c in self.checks)
+
+    @property
+    def needs_judge(self) -> bool:
+        """Whether any check is a rubric (so verification needs a judge model)."""
+        return any(c.kind == "rubric" for c in self.checks)
+
+
+def split_task_id(full_id: str) -> tuple[str, str]:
+    """`"food_delivery/cancel-order"` -> `("food_delivery", "cancel-order")`; ValueError when malformed."""
+    env, sep, task_id = full_id.partition("/")
+    if not sep or not env or not task_id or "/" in task_id:
+        raise ValueError(
+            f"task id {full_id!r} must look like ENV/ID, e.g. food_delivery/cancel-mistaken-order"
+        )
+    return env, task_id

@@ -1,0 +1,137 @@
+"""The gold and empty gates, on the test bank and on every bundled environment's tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from arena.env.errors import EnvLoadError
+from arena.env.loader import BUNDLED_ROOT, load_environment
+from arena.env.registry import bundled_env_dirs
+from arena.tasks.gates import empty_gate, gold_gate, run_gates
+from arena.tasks.model import AnswerCheck, SqlCheck, StateMatchCheck, Task
+from arena.tasks.replay import replay_reference
+from arena.tasks.toml_io import load_tasks
+from arena.types import ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_bank_tasks_pass_both_gates(bank_env, bank_tasks) -> None:
+    for task in bank_tasks.values():
+        report = await run_gates(bank_env, task)
+        assert report.ok, (report.gold.detail, report.empty.detail)
+        assert report.gold.verdict is not None and report.gold.verdict.reward == 1.0
+        assert report.empty.verdict is not None and not report.empty.verdict.passed
+
+
+async def test_failing_reference_call_fails_gold(bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"].model_copy(
+        update={
+            "reference": [
+                ToolCall(
+                    name="transfer",
+                    arguments={"from_account": "ACC-2", "to_account": "ACC-1", "amount": 5000},
+                )
+            ]
+        }
+    )
+    result = await gold_gate(bank_env, task)
+    assert not result.ok and result.detail.startswith(
+        "reference call 1 (transfer) failed: insufficient funds"
+    )
+    report = await run_gates(bank_env, task)
+    assert not report.ok and "insufficient funds" in report.gold.detail
+
+
+async def test_check_the_reference_cannot_pass_fails_gold(bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"].model_copy(
+        update={
+            "checks": [
+                StateMatchCheck(),
+                SqlCheck(
+                    name="impossible", sql="SELECT balance = 0 FROM accounts WHERE account_id = 'ACC-2'"
+                ),
+            ]
+        }
+    )
+    result = await gold_gate(bank_env, task)
+    assert not result.ok
+    assert result.detail == "reference solution fails: impossible: query returned 0"
+    assert result.verdict is not None and result.verdict.reward == 0.5
+
+
+async def test_checks_that_pass_without_acting_fail_empty(bank_env, bank_tasks) -> None:
+    lazy = bank_tasks["checking-balance"].model_copy(
+        update={"checks": [StateMatchCheck(), AnswerCheck(not_contains=["300"])]}
+    )
+    assert (await gold_gate(bank_env, lazy)).ok
+    result = await empty_gate(bank_env, lazy)
+    assert not result.ok and "does nothing passes" in result.detail
+
+
+async def test_replay_reference_returns_results_and_instance(bank_env, bank_tasks) -> None:
+    instance, results = await replay_reference(bank_env, bank_tasks["move-100-to-savings"])
+    try:
+        assert [r.ok for r in results] == [True, True]
+        assert results[1].output == {"transfer_id": "TX-N0001", "amount": 100.0}
+        assert instance.db.one("SELECT balance FROM accounts WHERE account_id = 'ACC-2'") == {
+            "balance": 400.0
+        }
+    finally:
+        await instance.aclose()
+
+
+async def test_gates_on_a_simulated_environment() -> None:
+    env = SimpleNamespace(name="weather", kind="simulated")  # no state: only answer/rubric checks apply
+    task = Task(
+        id="forecast",
+        env="weather",
+        instruction="Weather in Oslo tomorrow?",
+        answer="Tomorrow Oslo gets 12 °C and rain.",
+        reference=[ToolCall(name="forecast", arguments={"city": "Oslo"})],
+        checks=[AnswerCheck(contains=["12", "rain"])],
+    )
+    report = await run_gates(env, task)
+    assert report.ok, (report.gold.detail, report.empty.detail)
+
+
+def _bundled() -> list[Path]:
+    folders = [p for p in BUNDLED_ROOT.iterdir() if p.is_dir()] if BUNDLED_ROOT.is_dir() else []
+    if not folders:
+        pytest.skip("no bundled environments exist yet (arena/env/bundled/ is empty)")
+    dirs = bundled_env_dirs()
+    assert dirs, f"arena/env/bundled/ has folders {[p.name for p in folders]} but none is an environment"
+    return dirs
+
+
+async def test_every_bundled_task_passes_both_gates() -> None:
+    failures: list[str] = []
+    total = 0
+    for folder in _bundled():
+        try:
+            env = load_environment(folder)
+            tasks = load_tasks(folder, env.name, tools=env.tools)
+        except EnvLoadError as exc:
+            failures.append(f"{folder.name}: does not load: {exc}")
+            continue
+        for task in tasks:
+            total += 1
+            report = await run_gates(env, task)
+            if not report.gold.ok:
+                failures.append(f"{task.full_id}: gold gate: {report.gold.detail}")
+            if not report.empty.ok:
+                failures.append(f"{task.full_id}: empty gate: {report.empty.detail}")
+    assert total > 0, "no bundled environment has tasks"
+    assert not failures, "\n".join(failures)
+
+
+async def test_sandboxed_environment_without_a_sandbox_fails_cleanly(
+    bank_env, bank_tasks, monkeypatch
+) -> None:
+    monkeypatch.setenv("ARENA_SANDBOX", "all")  # every environment's tools must now run in the sandbox
+    report = await run_gates(bank_env, bank_tasks["move-100-to-savings"])
+    assert not report.ok
+    assert "runs its tools in the sandbox, and none was given" in report.gold.detail

@@ -1,0 +1,179 @@
+"""Verification of every check kind on the real bank environment (real SQLite, real tools)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from arena.env.runtime import Environment
+from arena.tasks.model import PythonCheck, SqlCheck, StateMatchCheck, Task
+from arena.tasks.replay import reference_state
+from arena.tasks.reward import RewardConfig
+from arena.tasks.verify import compare_states, must_sandbox, verify
+
+pytestmark = pytest.mark.anyio
+
+TRANSFER = ("transfer", {"from_account": "ACC-1", "to_account": "ACC-2", "amount": 100})
+GOOD_ANSWER = "Moved $100 to savings."
+
+
+async def _verify(play, env: Environment, task: Task, calls, answer: str, **kwargs):
+    instance = env.new_instance()
+    try:
+        transcript = await play(instance, calls, answer, malformed=kwargs.pop("malformed", 0))
+        return await verify(task, instance, transcript, env=env, **kwargs)
+    finally:
+        await instance.aclose()
+
+
+async def test_correct_episode_with_extra_reads_scores_one(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    calls = [("list_accounts", {}), ("list_accounts", {}), TRANSFER, ("list_accounts", {})]
+    verdict = await _verify(play, bank_env, task, calls, GOOD_ANSWER)
+    assert verdict.passed, verdict.checks
+    assert verdict.reward == 1.0
+    assert [c.kind for c in verdict.checks] == ["state_match", "sql", "python", "answer"]
+
+
+async def test_wrong_amount_fails_most_checks(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    calls = [("transfer", {"from_account": "ACC-1", "to_account": "ACC-2", "amount": 50})]
+    verdict = await _verify(play, bank_env, task, calls, "Moved $50.")
+    by_kind = {c.kind: c for c in verdict.checks}
+    assert not by_kind["state_match"].passed
+    assert "accounts: 2 row(s) missing, 2 unexpected" in by_kind["state_match"].detail
+    assert not by_kind["sql"].passed and "returned 0" in by_kind["sql"].detail
+    assert by_kind["python"].passed  # money is still conserved
+    assert not by_kind["answer"].passed and "'100'" in by_kind["answer"].detail
+    assert verdict.reward == pytest.approx(0.25)
+    assert not verdict.passed
+
+
+async def test_partial_credit_right_action_wrong_answer(play, bank_env, bank_tasks) -> None:
+    verdict = await _verify(play, bank_env, bank_tasks["move-100-to-savings"], [TRANSFER], "All done!")
+    assert verdict.reward == pytest.approx(0.75)
+    assert not verdict.passed
+    assert verdict.score == pytest.approx(0.75)
+
+
+async def test_malformed_penalty_and_pass_threshold(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    verdict = await _verify(play, bank_env, task, [TRANSFER], GOOD_ANSWER, malformed=2)
+    assert verdict.penalties["malformed_calls"] == pytest.approx(0.2)
+    assert verdict.reward == pytest.approx(0.8)
+    assert not verdict.passed  # default threshold 1.0
+    lenient = RewardConfig(pass_threshold=0.75)
+    verdict = await _verify(play, bank_env, task, [TRANSFER], GOOD_ANSWER, malformed=2, config=lenient)
+    assert verdict.passed and verdict.reward == pytest.approx(0.8)
+
+
+async def test_length_penalty_and_clipping(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    config = RewardConfig(malformed_call_penalty=0.0, length_penalty_per_turn=0.05, free_turns=2)
+    calls = [("list_accounts", {}), ("list_accounts", {}), TRANSFER]  # 3 call turns + the answer = 4
+    verdict = await _verify(play, bank_env, task, calls, GOOD_ANSWER, config=config)
+    assert verdict.penalties["length"] == pytest.approx(0.1)
+    assert verdict.reward == pytest.approx(0.9)
+    verdict = await _verify(play, bank_env, task, [], "", malformed=30)
+    assert verdict.reward == 0.0 and not verdict.passed
+
+
+async def test_state_match_ignore_tables_and_columns(play, bank_env, bank_tasks) -> None:
+    base = bank_tasks["move-100-to-savings"]
+    calls = [TRANSFER, ("rename_account", {"account_id": "ACC-2", "nickname": "rainy day"})]
+    strict = base.model_copy(update={"checks": [StateMatchCheck()]})
+    verdict = await _verify(play, bank_env, strict, calls, GOOD_ANSWER)
+    assert not verdict.passed and "accounts: 1 row(s) missing" in verdict.checks[0].detail
+    lenient = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts.nickname"])]})
+    assert (await _verify(play, bank_env, lenient, calls, GOOD_ANSWER)).passed
+    no_accounts = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts", "transfers"])]})
+    assert (await _verify(play, bank_env, no_accounts, [], "")).passed
+
+
+async def test_state_match_needs_reference_state(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["checking-balance"]
+    instance = bank_env.new_instance()
+    transcript = await play(instance, [], "1200.50")
+    verdict = await verify(task, instance, transcript)  # neither env nor expected_state
+    assert "no reference state" in verdict.checks[0].detail
+    expected = await reference_state(bank_env, task)
+    verdict = await verify(task, instance, transcript, expected_state=expected)
+    assert verdict.passed
+    await instance.aclose()
+
+
+async def test_sql_check_failures_are_details(play, bank_env, bank_tasks, monkeypatch) -> None:
+    monkeypatch.setattr("arena.tasks.verify.SQL_CHECK_TIMEOUT_S", 0.2)
+    base = bank_tasks["checking-balance"]
+    checks = [
+        SqlCheck(name="syntax", sql="SELEC 1"),
+        SqlCheck(name="no row", sql="SELECT 1 FROM accounts WHERE account_id = 'nope'"),
+        SqlCheck(name="null", sql="SELECT NULL"),
+        SqlCheck(name="writes", sql="DELETE FROM accounts RETURNING 1"),
+        SqlCheck(
+            name="runaway",
+            sql="WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) > 0 FROM n",
+        ),
+        SqlCheck(name="initial schema", sql="SELECT (SELECT count(*) FROM initial.transfers) = 1"),
+    ]
+    verdict = await _verify(play, bank_env, base.model_copy(update={"checks": checks}), [], "")
+    details = {c.name: (c.passed, c.detail) for c in verdict.checks}
+    assert details["syntax"][0] is False and "query error" in details["syntax"][1]
+    assert details["no row"] == (False, "query returned no row")
+    assert details["null"][0] is False
+    assert details["writes"][0] is False and "readonly" in details["writes"][1]
+    assert details["runaway"][0] is False and "took over" in details["runaway"][1]
+    assert details["initial schema"][0] is True
+    assert verdict.reward == pytest.approx(1 / 6)
+
+
+async def test_python_check_failures_are_details(play, bank_env, bank_tasks) -> None:
+    base = bank_tasks["checking-balance"]
+    checks = [
+        PythonCheck(name="raises", code="def check(initial, final, answer):\n    return 1 / 0\n"),
+        PythonCheck(name="not bool", code="def check(initial, final, answer):\n    return 'yes'\n"),
+        PythonCheck(
+            name="reads answer", code="def check(initial, final, answer):\n    return 'ok' in answer\n"
+        ),
+    ]
+    verdict = await _verify(play, bank_env, base.model_copy(update={"checks": checks}), [], "ok")
+    details = {c.name: (c.passed, c.detail) for c in verdict.checks}
+    assert details["raises"] == (False, "check raised ZeroDivisionError: division by zero")
+    assert details["not bool"][0] is False and "not bool" in details["not bool"][1]
+    assert details["reads answer"][0] is True
+
+
+async def test_python_check_of_synthesized_task_needs_sandbox(
+    play, bank_env, bank_tasks, monkeypatch
+) -> None:
+    manual = bank_tasks["move-100-to-savings"]
+    synthesized = manual.model_copy(update={"origin": "graph"})
+    assert not must_sandbox(manual, manual.checks[2])
+    assert must_sandbox(synthesized, synthesized.checks[2])
+    verdict = await _verify(play, bank_env, synthesized, [TRANSFER], GOOD_ANSWER)
+    python = next(c for c in verdict.checks if c.kind == "python")
+    assert not python.passed and "must run in the sandbox" in python.detail
+    monkeypatch.setenv("ARENA_SANDBOX", "all")
+    assert must_sandbox(manual, manual.checks[2])
+
+
+async def test_state_checks_without_executable_state(play, bank_tasks) -> None:
+    task = bank_tasks["checking-balance"]
+    transcript = await play(None, [], "It holds $1,200.50")
+    verdict = await verify(task, None, transcript)
+    assert [c.passed for c in verdict.checks] == [False, True]
+    assert "executable" in verdict.checks[0].detail
+
+
+def test_compare_states_reports_tables_and_columns() -> None:
+    a, b = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    a.executescript("CREATE TABLE t (x, y); INSERT INTO t VALUES (1, 2), (1, 2); CREATE TABLE only_a (z);")
+    b.executescript("CREATE TABLE t (x, y); INSERT INTO t VALUES (1, 2); CREATE TABLE only_b (z);")
+    problem = compare_states(a, b)
+    assert problem is not None
+    assert "table only_a unexpected" in problem and "table only_b missing" in problem
+    assert "t: 0 row(s) missing, 1 unexpected" in problem
+    assert compare_states(a, b, ignore=["only_a", "only_b", "t"]) is None
+    b.execute("INSERT INTO t VALUES (1, 2)")
+    assert compare_states(a, b, ignore=["only_a", "only_b"]) is None

@@ -1,0 +1,46 @@
+"""Shared fixtures: the embedded model folder and a throw-away PostgreSQL database.
+
+Fixtures owned by one package live in that package's own `tests/<package>/conftest.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# One model cache for the whole suite (and for `make run`): conversion from GGUF happens once.
+MODEL_CACHE = Path(os.environ.get("ARENA_TEST_MODEL_CACHE", REPO_ROOT / "var" / "models"))
+PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def embedded_model_path() -> Path:
+    """A safetensors folder of the embedded SmolLM2-135M-Instruct (converted once, then cached)."""
+    from simulate.embedded import ensure_embedded_model
+
+    return ensure_embedded_model(MODEL_CACHE)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session; yields its async SQLAlchemy URL.
+
+    PostgreSQL is a real part of the production store path, so its absence fails the test
+    rather than skipping it.
+    """
+    import psycopg
+
+    name = f"arena_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
