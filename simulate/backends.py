@@ -1,0 +1,102 @@
+"""Model configuration (`ModelSpec`) and the one function that turns it into a `ChatModel`.
+
+```toml
+[models.policy]            # local: transformers in this process
+backend = "local"
+model = "embedded"         # or a model folder
+device = "auto"            # cpu, cuda, cuda:1, auto
+max_batch = 32
+
+[models.helper]            # http: any OpenAI-compatible server (vLLM)
+backend = "http"
+model = "Qwen/Qwen3-8B"    # the served model name
+base_url = "http://vllm:8000/v1"
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from arena.protocols import ChatModel
+
+
+class ModelSpec(BaseModel):
+    """How to reach one model (a role's backend)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "http"] = "local"
+    model: str = Field(
+        default="embedded", min_length=1, description="local: folder or 'embedded'; http: served name"
+    )
+    role: str = "policy"
+    # local
+    device: str = "auto"
+    max_batch: int = Field(default=32, ge=1, le=512)
+    batch_wait_ms: float = Field(default=5.0, ge=0.0, le=1000.0)
+    cache_dir: Path | None = None  # where "embedded" is converted (default under ARENA_DATA_DIR)
+    # http
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    backoff_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    breaker_threshold: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=30.0, ge=0)
+    concurrency: int = Field(default=16, ge=1, le=4096)
+    return_token_ids: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.backend == "http":
+            if not self.base_url:
+                raise ValueError("backend 'http' needs base_url (e.g. http://127.0.0.1:8000/v1)")
+            if not self.base_url.startswith(("http://", "https://")):
+                raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        return self
+
+
+def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatModel:
+    """A ready chat model for `spec`. Local models load here (blocking, seconds); raises `ModelError`.
+
+    `cache_dir` (else `spec.cache_dir`, else under `ARENA_DATA_DIR`) is where the embedded model
+    is converted and cached.
+    Every call builds a new model: two roles never share weights by accident (the policy trains,
+    the helper must not change). To share one local model between roles on purpose, build it once
+    and wrap it with `simulate.calls.with_role`.
+    """
+    if spec.backend == "local":
+        from simulate.local import LocalChatModel
+
+        return LocalChatModel.load(
+            spec.model,
+            device=spec.device,
+            role=spec.role,
+            max_batch=spec.max_batch,
+            batch_wait_ms=spec.batch_wait_ms,
+            cache_dir=cache_dir or spec.cache_dir,
+        )
+    from simulate.http import HttpChatModel
+
+    assert spec.base_url is not None  # checked by the validator
+    return HttpChatModel(
+        spec.base_url,
+        spec.model,
+        api_key=spec.api_key.get_secret_value() if spec.api_key else None,
+        role=spec.role,
+        timeout_s=spec.timeout_s,
+        connect_timeout_s=spec.connect_timeout_s,
+        retries=spec.max_retries,
+        backoff_s=spec.backoff_s,
+        backoff_max_s=spec.backoff_max_s,
+        breaker_threshold=spec.breaker_threshold,
+        breaker_cooldown_s=spec.breaker_cooldown_s,
+        concurrency=spec.concurrency,
+        return_token_ids=spec.return_token_ids,
+    )

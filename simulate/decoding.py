@@ -1,0 +1,208 @@
+"""The batched decode loop of the local backend (blocking; runs in a worker thread).
+
+One call decodes a batch of prompts together with a KV cache: prompts are left-padded, the
+attention mask hides the padding and position ids count only real tokens, so each row computes
+what it would compute alone (greedy batched output equals one-by-one output). Every row keeps its
+own sampling parameters (temperature, top-p, seed), stop strings, token budget and, optionally, an
+xgrammar matcher for JSON-schema constrained output. Finished rows are reported at once through
+`on_done` and pruned from the batch, so the remaining rows step faster.
+
+Logprobs are those of the raw model distribution (before temperature, top-p and grammar masks),
+like vLLM's default, so the trainer can compare them with its own forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from arena.types import SamplingParams
+from simulate.constrained import GrammarCache, RowMasks
+
+
+@dataclass
+class DecodeRequest:
+    """One row to decode: the rendered prompt and how to sample its continuation."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    max_new_tokens: int
+    grammar: Any = None  # an xgrammar CompiledGrammar when the output is schema-constrained
+
+
+@dataclass
+class DecodeResult:
+    """What one row produced. `token_ids` include the stop token that ended the row, if any."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: Literal["stop", "length"]
+
+
+@dataclass
+class _Row:
+    index: int
+    request: DecodeRequest
+    generator: torch.Generator | None
+    matcher: Any
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    """Sample one token id from a row's (already grammar-masked) logits."""
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        cumulative = torch.cumsum(sorted_probs, dim=-1)
+        # Keep the smallest prefix whose mass reaches top_p (always at least the first token).
+        drop = cumulative - sorted_probs >= params.top_p
+        sorted_probs[drop] = 0.0
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def _stop_cut(text: str, stops: Sequence[str]) -> int | None:
+    cuts = [pos for pos in (text.find(s) for s in stops if s) if pos >= 0]
+    return min(cuts) if cuts else None
+
+
+def decode_batch(
+    model: Any,
+    tokenizer: Any,
+    requests: Sequence[DecodeRequest],
+    *,
+    stop_token_ids: set[int],
+    pad_token_id: int,
+    vocab_size: int,
+    on_done: Callable[[int, DecodeResult], None],
+    is_cancelled: Callable[[int], bool] = lambda _i: False,
+) -> None:
+    """Decode all `requests` together; call `on_done(index, result)` as each row finishes.
+
+    A model in training mode (the trainer's, between optimizer steps) is switched to eval mode for
+    the decode and back afterwards: gradient checkpointing would otherwise turn the KV cache off.
+    """
+    was_training = bool(getattr(model, "training", False))
+    if was_training:
+        model.eval()
+    try:
+        with torch.inference_mode():
+            _decode(
+                model, tokenizer, requests, stop_token_ids, pad_token_id, vocab_size, on_done, is_cancelled
+            )
+    finally:
+        if was_training:
+            model.train()
+
+
+def _decode(
+    model: Any,
+    tokenizer: Any,
+    requests: Sequence[DecodeRequest],
+    stop_token_ids: set[int],
+    pad_token_id: int,
+    vocab_size: int,
+    on_done: Callable[[int, DecodeResult], None],
+    is_cancelled: Callable[[int], bool],
+) -> None:
+    from transformers import DynamicCache
+
+    device = model.device
+    rows: list[_Row] = []
+    for i, req in enumerate(requests):
+        generator = None
+        if req.params.temperature > 0:
+            generator = torch.Generator(device=device)
+            if req.params.seed is not None:
+                generator.manual_seed(req.params.seed)
+            else:
+                generator.seed()
+        matcher = GrammarCache.matcher(req.grammar) if req.grammar is not None else None
+        rows.append(_Row(i, req, generator, matcher))
+    masks = RowMasks(vocab_size, len(rows)) if any(r.matcher is not None for r in rows) else None
+
+    width = max(len(r.request.prompt_ids) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, row in enumerate(rows):
+        n = len(row.request.prompt_ids)
+        input_ids[b, width - n :] = torch.tensor(row.request.prompt_ids, dtype=torch.long)
+        attention[b, width - n :] = 1
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
+    cache = DynamicCache(config=model.config)
+    live = rows  # rows still decoding, in batch order
+
+    while True:
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        if cache.get_seq_length() != attention.shape[1]:
+            raise RuntimeError("the model did not fill its KV cache (use_cache disabled?); cannot decode")
+        logits = out.logits[:, -1, :].float()
+        raw_logprobs = None
+        if any(r.request.params.logprobs for r in live):
+            raw_logprobs = torch.log_softmax(logits, dim=-1)
+        if masks is not None:
+            masks.apply(logits, {b: r.matcher for b, r in enumerate(live) if r.matcher is not None})
+        greedy = logits.argmax(dim=-1).tolist()
+
+        keep: list[int] = []
+        next_tokens: list[int] = []
+        for b, row in enumerate(live):
+            params = row.request.params
+            token = greedy[b] if params.temperature == 0 else _sample(logits[b], params, row.generator)
+            row.tokens.append(token)
+            if raw_logprobs is not None:
+                row.logprobs.append(float(raw_logprobs[b, token]))
+            finish = _advance(row, token, tokenizer, stop_token_ids)
+            if is_cancelled(row.index):
+                continue
+            if finish is not None:
+                on_done(row.index, finish)
+                continue
+            keep.append(b)
+            next_tokens.append(token)
+        if not keep:
+            return
+        if len(keep) < len(live):
+            index = torch.tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(index)
+            attention, positions = attention[index], positions[index]
+            live = [live[b] for b in keep]
+        input_ids = torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None]
+        attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=-1)
+        positions = positions[:, -1:] + 1
+
+
+def _advance(row: _Row, token: int, tokenizer: Any, stop_token_ids: set[int]) -> DecodeResult | None:
+    """Account for one sampled token; the row's result if it is now finished."""
+    params = row.request.params
+    if row.matcher is not None and not row.matcher.is_terminated():
+        row.matcher.accept_token(token)
+    if token in stop_token_ids:
+        text = tokenizer.decode(row.tokens[:-1], skip_special_tokens=True)
+        return DecodeResult(row.tokens, row.logprobs, text, "stop")
+    if params.stop:
+        text = tokenizer.decode(row.tokens, skip_special_tokens=True)
+        cut = _stop_cut(text, params.stop)
+        if cut is not None:
+            return DecodeResult(row.tokens, row.logprobs, text[:cut], "stop")
+    if row.matcher is not None and row.matcher.is_terminated():
+        return DecodeResult(
+            row.tokens, row.logprobs, tokenizer.decode(row.tokens, skip_special_tokens=True), "stop"
+        )
+    if len(row.tokens) >= row.request.max_new_tokens:
+        text = tokenizer.decode(row.tokens, skip_special_tokens=True)
+        return DecodeResult(row.tokens, row.logprobs, text, "length")
+    return None

@@ -1,0 +1,361 @@
+"""The HTTP chat model: any OpenAI-compatible `/v1/chat/completions` server (vLLM in production).
+
+Native tools (`tools`, `tool_choice: auto`), `response_format` with a JSON schema, and vLLM's
+`return_token_ids` (prompt and completion token ids) plus logprobs when the server returns them;
+field-name variants are accepted leniently. Failures are handled in layers: a per-request timeout;
+retries with jittered exponential backoff on 429, 5xx, timeouts and connection errors (honouring
+`Retry-After`); a circuit breaker that opens after N consecutive failed attempts and lets one trial
+request through after a cool-down; other 4xx answers fail at once with the server's message. A
+capacity limiter bounds the requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+
+from arena.protocols import ModelError
+from arena.types import Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSpec, Usage
+from simulate.breaker import CircuitBreaker
+from simulate.calls import CallRecord, current_role, record_call
+from simulate.model_errors import ModelRequestError, ModelUnavailable
+
+log = structlog.get_logger(__name__)
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "error",
+    "error": "error",
+}
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class HttpChatModel:
+    """A `ChatModel` talking to an OpenAI-compatible server."""
+
+    backend = "http"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        role: str = "policy",
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        retries: int = 4,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        breaker_threshold: int = 5,
+        breaker_cooldown_s: float = 30.0,
+        concurrency: int = 16,
+        return_token_ids: bool = True,
+        extra_body: dict[str, Any] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = model
+        self.role = role
+        self.base_url = base_url.rstrip("/")
+        if not self.base_url.endswith("/v1"):
+            self.base_url += "/v1"
+        self._url = f"{self.base_url}/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self.retries = max(0, retries)
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown_s, clock=clock)
+        self._limiter = anyio.CapacityLimiter(max(1, concurrency))
+        self.return_token_ids = return_token_ids
+        self._extra_body = dict(extra_body or {})
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> HttpChatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout, headers=self._headers, transport=self._transport
+            )
+        return self._client
+
+    def request_body(
+        self, messages: list[Message], tools: list[ToolSpec] | None, params: SamplingParams
+    ) -> dict[str, Any]:
+        """The JSON body sent for one chat call."""
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": [m.openai() for m in messages],
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+        }
+        if params.stop:
+            body["stop"] = params.stop
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.logprobs:
+            body["logprobs"] = True
+        if tools:
+            body["tools"] = [t.openai() for t in tools]
+            body["tool_choice"] = "auto"
+        if params.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": params.json_schema, "strict": True},
+            }
+        if self.return_token_ids:
+            body["return_token_ids"] = True
+        body.update(self._extra_body)
+        return body
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        params: SamplingParams | None = None,
+    ) -> Completion:
+        """One completion, with retries and the circuit breaker."""
+        params = params or SamplingParams()
+        role = current_role(self.role)
+        body = self.request_body(messages, tools, params)
+        started = time.perf_counter()
+        attempts = 0
+        try:
+            completion, attempts = await self._with_retries(body)
+        except ModelError as exc:
+            record_call(
+                CallRecord(
+                    role=role,
+                    backend=self.backend,
+                    model=self.name,
+                    ok=False,
+                    latency_s=time.perf_counter() - started,
+                    attempts=max(1, attempts),
+                    error=str(exc),
+                )
+            )
+            raise
+        completion.latency_s = time.perf_counter() - started
+        record_call(
+            CallRecord(
+                role=role,
+                backend=self.backend,
+                model=self.name,
+                ok=True,
+                latency_s=completion.latency_s,
+                prompt_tokens=completion.usage.prompt_tokens,
+                completion_tokens=completion.usage.completion_tokens,
+                finish_reason=completion.finish_reason,
+                attempts=attempts,
+            )
+        )
+        return completion
+
+    async def _with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
+        last = ""
+        for attempt in range(self.retries + 1):
+            self.breaker.before_attempt(self._url)
+            try:
+                return await self._attempt(body), attempt + 1
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt == self.retries:
+                    break
+                delay = self._backoff(attempt, exc.retry_after)
+                log.info(
+                    "model.retry", url=self._url, attempt=attempt + 1, error=last, delay_s=round(delay, 3)
+                )
+                await anyio.sleep(delay)
+        raise ModelUnavailable(f"{self._url} failed after {self.retries + 1} attempts: {last}")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        # "Equal jitter": half the exponential step fixed, half random, so clients spread out
+        # but still back off.
+        step = min(self.backoff_max_s, self.backoff_s * 2**attempt)
+        delay = step / 2 + random.uniform(0, step / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max_s))
+        return delay
+
+    async def _attempt(self, body: dict[str, Any]) -> Completion:
+        async with self._limiter:
+            try:
+                response = await self._http().post(self._url, json=body)
+            except httpx.TimeoutException as exc:
+                self.breaker.failure()
+                raise _Retryable(f"timed out ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                self.breaker.failure()
+                raise _Retryable(f"connection failed: {exc or type(exc).__name__}") from exc
+        status = response.status_code
+        if status == 429:
+            # The server is alive and pacing us: retry, but do not count it against the circuit.
+            self.breaker.neutral()
+            raise _Retryable(f"429 {_error_text(response)}", _retry_after(response))
+        if status >= 500:
+            self.breaker.failure()
+            raise _Retryable(f"{status} {_error_text(response)}", _retry_after(response))
+        self.breaker.success()
+        if status >= 400:
+            raise ModelRequestError(f"{self._url} refused the request: {status} {_error_text(response)}")
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ModelError(f"{self._url} answered {status} with a body that is not JSON") from exc
+        return parse_chat_response(data, model=self.name)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict):
+            return str(error.get("message") or error.get("detail") or error)[:300]
+        return str(data.get("detail") or error)[:300]
+    return str(data)[:300]
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return list(value)
+    return None
+
+
+def _first(mapping: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if mapping.get(key) is not None:
+            return mapping[key]
+    return None
+
+
+def _logprobs(choice: dict[str, Any]) -> list[float] | None:
+    raw = choice.get("logprobs")
+    if isinstance(raw, dict):
+        content = raw.get("content")
+        if isinstance(content, list):
+            return [float(e["logprob"]) for e in content if isinstance(e, dict) and "logprob" in e]
+        tokens = raw.get("token_logprobs")
+        if isinstance(tokens, list):
+            return [float(v) for v in tokens]
+    if isinstance(raw, list) and all(isinstance(v, int | float) for v in raw):
+        return [float(v) for v in raw]
+    return None
+
+
+def _hermes_block(name: str, arguments: Any) -> str:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return (
+        f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {args}}}\n</tool_call>'
+    )
+
+
+def _tool_calls(message: dict[str, Any]) -> tuple[list[ToolCall], list[str]]:
+    """Native tool calls, and their Hermes text if any of them cannot be represented as `ToolCall`."""
+    calls: list[ToolCall] = []
+    blocks: list[str] = []
+    broken = False
+    for i, raw in enumerate(message.get("tool_calls") or []):
+        if not isinstance(raw, dict):
+            broken = True
+            continue
+        function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments", {})
+        blocks.append(_hermes_block(name, arguments if arguments is not None else {}))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                broken = True
+                continue
+        if not isinstance(arguments, dict) or not name:
+            broken = True
+            continue
+        calls.append(ToolCall(id=str(raw.get("id") or f"call_{i}"), name=name, arguments=arguments))
+    # A call that does not fit `ToolCall` goes back to the text as a Hermes block, so the episode
+    # runner's parser reports it as malformed instead of it silently disappearing.
+    return (calls, []) if not broken else ([], blocks)
+
+
+def parse_chat_response(data: Any, *, model: str = "") -> Completion:
+    """Turn an OpenAI-style chat completion body into a `Completion` (lenient about extensions)."""
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise ModelError(f"the server's answer has no choices: {str(data)[:200]}")
+    choice = data["choices"][0]
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
+    if not isinstance(text, str):  # content parts
+        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+    calls, blocks = _tool_calls(message)
+    if blocks:
+        text = "\n".join([text, *blocks]) if text else "\n".join(blocks)
+    finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
+    if finish == "tool_calls" and not calls:
+        finish = "stop"
+    prompt_ids = _int_list(_first(data, "prompt_token_ids") or _first(choice, "prompt_token_ids"))
+    completion_ids = _int_list(
+        _first(choice, "token_ids", "completion_token_ids", "output_token_ids")
+        or _first(message, "token_ids", "completion_token_ids")
+    )
+    usage_raw = data.get("usage") or {}
+    usage = Usage(
+        prompt_tokens=int(usage_raw.get("prompt_tokens") or (len(prompt_ids) if prompt_ids else 0)),
+        completion_tokens=int(
+            usage_raw.get("completion_tokens") or (len(completion_ids) if completion_ids else 0)
+        ),
+    )
+    return Completion(
+        text=text,
+        tool_calls=calls,
+        finish_reason=finish,
+        prompt_token_ids=prompt_ids,
+        completion_token_ids=completion_ids,
+        completion_logprobs=_logprobs(choice),
+        usage=usage,
+        model=str(data.get("model") or model),
+    )

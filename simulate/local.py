@@ -1,0 +1,333 @@
+"""The local chat model: transformers on CPU (or GPU), with dynamic batching and xgrammar.
+
+Concurrent `chat` calls are gathered by a `DynamicBatcher` into one batched decode (see
+`simulate.decoding`) that runs in a worker thread, one batch at a time. Prompts are rendered with
+the tokenizer's chat template, tools included, and the completion comes back as raw text (Hermes
+`<tool_call>` blocks stay in `Completion.text`) with the prompt and completion token ids and the
+completion logprobs, which the trainer needs.
+
+The trainer reaches the underlying model through `.model` / `.tokenizer`, builds a backend around
+an already loaded model with `LocalChatModel(model, tokenizer)`, and swaps in new weights with
+`load_weights(path)` or `load_state_dict(...)`; both wait for the running batch to finish.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from arena.protocols import ModelError
+from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
+from simulate.batching import DynamicBatcher, Job
+from simulate.calls import CallRecord, current_role, record_call
+from simulate.constrained import GrammarCache
+from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
+from simulate.model_errors import ModelRequestError
+from simulate.token_prefix import TokenPrefixCache
+
+log = structlog.get_logger(__name__)
+
+
+def resolve_device(device: str) -> str:
+    """`auto` → `cuda` when a GPU is visible, else `cpu`; anything else is passed through."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return ids
+
+
+class LocalChatModel:
+    """A `ChatModel` over a transformers causal LM, batching concurrent requests."""
+
+    backend = "local"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str = "local",
+        role: str = "policy",
+        max_batch: int = 32,
+        batch_wait_ms: float = 5.0,
+        chat_template: str | None = None,
+    ) -> None:
+        self.name = name
+        self.role = role
+        self._model = model
+        self._tokenizer = tokenizer
+        if chat_template is not None:
+            tokenizer.chat_template = chat_template
+        if getattr(tokenizer, "chat_template", None) is None:
+            from simulate.embedded import tool_chat_template
+
+            log.warning("local_model.no_chat_template", model=name, using="chatml_tools")
+            tokenizer.chat_template = tool_chat_template()
+        self._stop_token_ids = _stop_ids(model, tokenizer)
+        if not self._stop_token_ids:
+            raise ModelError(
+                f"model {name}: neither the tokenizer nor the generation config names an EOS token"
+            )
+        pad = tokenizer.pad_token_id
+        self._pad_token_id = int(pad) if pad is not None else min(self._stop_token_ids)
+        self._vocab_size = int(model.config.vocab_size)
+        self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 4096)
+        self._grammars = GrammarCache(
+            tokenizer, vocab_size=self._vocab_size, stop_token_ids=sorted(self._stop_token_ids)
+        )
+        self._prefixes = TokenPrefixCache(list(getattr(tokenizer, "all_special_tokens", [])))
+        # Held by the decode thread for a whole batch and by weight swaps: never both at once.
+        self._model_lock = threading.Lock()
+        self._batcher: DynamicBatcher[DecodeRequest, DecodeResult] = DynamicBatcher(
+            self._run_batch, max_batch=max_batch, collect_s=batch_wait_ms / 1000, name=f"local:{name}"
+        )
+
+    # ----------------------------------------------------------------------------- construction
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "auto",
+        name: str | None = None,
+        role: str = "policy",
+        max_batch: int = 32,
+        batch_wait_ms: float = 5.0,
+        cache_dir: Path | None = None,
+    ) -> LocalChatModel:
+        """Load a model folder (safetensors + tokenizer), or `"embedded"` for SmolLM2-135M-Instruct.
+
+        Blocking (seconds); from async code call it through `anyio.to_thread.run_sync`.
+        """
+        if str(path) == "embedded":
+            from simulate.embedded import EMBEDDED_MODEL_NAME, EmbeddedModelMissing, ensure_embedded_model
+
+            try:
+                folder = ensure_embedded_model(cache_dir)
+            except EmbeddedModelMissing as exc:
+                raise ModelError(str(exc)) from exc
+            name = name or EMBEDDED_MODEL_NAME
+        else:
+            folder = Path(path)
+            if not (folder / "config.json").is_file():
+                raise ModelError(
+                    f"{folder} is not a model folder (no config.json); give a transformers model "
+                    "folder or 'embedded'"
+                )
+            name = name or folder.name
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise ModelError(
+                f"the local backend needs torch and transformers ({exc}); run `make setup` or "
+                "`pip install torch transformers`"
+            ) from exc
+        resolved = resolve_device(device)
+        dtype = torch.float32 if resolved == "cpu" else torch.bfloat16
+        started = time.perf_counter()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(resolved)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load model from {folder}: {exc}") from exc
+        model.eval()
+        log.info(
+            "local_model.loaded",
+            model=name,
+            path=str(folder),
+            device=resolved,
+            seconds=round(time.perf_counter() - started, 2),
+        )
+        return cls(model, tokenizer, name=name, role=role, max_batch=max_batch, batch_wait_ms=batch_wait_ms)
+
+    # ------------------------------------------------------------------------- trainer access
+    @property
+    def model(self) -> Any:
+        """The underlying transformers model (shared; do not modify it while requests run)."""
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer, with the tool-aware chat template."""
+        return self._tokenizer
+
+    @property
+    def batcher(self) -> DynamicBatcher[DecodeRequest, DecodeResult]:
+        """The request batcher (its statistics are useful in benchmarks)."""
+        return self._batcher
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Copy a full set of new weights into the model, between batches (blocking).
+
+        Checked before anything is copied, so a mismatched checkpoint leaves the model untouched.
+        """
+        expected = set(self._model.state_dict())
+        tied = getattr(self._model, "_tied_weights_keys", None) or ()
+        missing = sorted(expected - set(state_dict) - set(tied))
+        unexpected = sorted(set(state_dict) - expected)
+        if missing or unexpected:
+            raise ModelError(
+                f"weights do not fit the model: {len(missing)} missing (e.g. {missing[:3]}), "
+                f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
+            )
+        with self._model_lock:
+            try:
+                self._model.load_state_dict(state_dict, strict=False)
+            except RuntimeError as exc:  # shape mismatches
+                raise ModelError(f"weights do not fit the model: {exc}") from exc
+        log.info("local_model.weights_loaded", model=self.name, tensors=len(state_dict))
+
+    def load_weights(self, path: str | Path) -> None:
+        """Load safetensors weights from a checkpoint folder (or one `.safetensors` file)."""
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+        if not files or not all(f.is_file() for f in files):
+            raise ModelError(f"no safetensors weights at {path}")
+        state: dict[str, Any] = {}
+        for file in files:
+            state.update(load_file(str(file), device=str(self._model.device)))
+        self.load_state_dict(state)
+
+    # ------------------------------------------------------------------------------- rendering
+    def render_prompt(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None
+    ) -> list[int]:
+        """The prompt token ids exactly as the model sees them (chat template, tools, generation prompt).
+
+        Where the conversation extends one this model already completed, the ids of that earlier
+        prompt and completion are reused as they were (see `simulate.token_prefix`).
+        """
+        return self._prefixes.encode(self._render_text(messages, tools), self._tokenize)
+
+    def _render_text(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
+        if not messages:
+            raise ModelRequestError("no messages to complete")
+        try:
+            return str(
+                self._tokenizer.apply_chat_template(
+                    [m.openai() for m in messages],
+                    tools=[t.openai() for t in tools] if tools else None,
+                    add_generation_prompt=True,
+                    tokenize=False,
+                )
+            )
+        except Exception as exc:  # jinja errors: the template rejects this conversation
+            raise ModelRequestError(f"the chat template cannot render these messages: {exc}") from exc
+
+    def _tokenize(self, text: str) -> list[int]:
+        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _remember(self, prompt_ids: list[int], completion_ids: list[int]) -> None:
+        ids = prompt_ids + completion_ids
+        text = self._tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        self._prefixes.remember(text, ids)
+
+    # ------------------------------------------------------------------------------------ chat
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        params: SamplingParams | None = None,
+    ) -> Completion:
+        """One completion (batched with whatever else is being asked concurrently)."""
+        params = params or SamplingParams()
+        role = current_role(self.role)
+        started = time.perf_counter()
+        prompt_ids: list[int] = []
+        try:
+            prompt_ids = self.render_prompt(messages, tools)
+            room = self.context_length - len(prompt_ids)
+            if room < 1:
+                raise ModelRequestError(
+                    f"the prompt is {len(prompt_ids)} tokens; the model's context is {self.context_length}"
+                )
+            grammar = None
+            if params.json_schema is not None:
+                grammar = await anyio.to_thread.run_sync(self._grammars.compile, params.json_schema)
+            request = DecodeRequest(prompt_ids, params, min(params.max_tokens, room), grammar)
+            result = await self._batcher.submit(request)
+        except Exception as exc:
+            error = exc if isinstance(exc, ModelError) else ModelError(f"local generation failed: {exc}")
+            record_call(
+                CallRecord(
+                    role=role,
+                    backend=self.backend,
+                    model=self.name,
+                    ok=False,
+                    latency_s=time.perf_counter() - started,
+                    prompt_tokens=len(prompt_ids),
+                    error=str(error),
+                )
+            )
+            if error is exc:
+                raise
+            raise error from exc
+        latency = time.perf_counter() - started
+        self._remember(prompt_ids, result.token_ids)
+        completion = Completion(
+            text=result.text,
+            finish_reason=result.finish_reason,
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=result.token_ids,
+            completion_logprobs=result.logprobs if params.logprobs else None,
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(result.token_ids)),
+            model=self.name,
+            latency_s=latency,
+        )
+        record_call(
+            CallRecord(
+                role=role,
+                backend=self.backend,
+                model=self.name,
+                ok=True,
+                latency_s=latency,
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=len(result.token_ids),
+                finish_reason=result.finish_reason,
+            )
+        )
+        return completion
+
+    def _run_batch(self, jobs: Sequence[Job[DecodeRequest, DecodeResult]]) -> None:
+        """Decode one batch (worker thread)."""
+        started = time.perf_counter()
+        with self._model_lock:
+            decode_batch(
+                self._model,
+                self._tokenizer,
+                [job.request for job in jobs],
+                stop_token_ids=self._stop_token_ids,
+                pad_token_id=self._pad_token_id,
+                vocab_size=self._vocab_size,
+                on_done=lambda i, result: jobs[i].finish(result),
+                is_cancelled=lambda i: jobs[i].cancelled,
+            )
+        log.debug(
+            "local_model.batch",
+            model=self.name,
+            size=len(jobs),
+            seconds=round(time.perf_counter() - started, 3),
+        )

@@ -1,0 +1,203 @@
+"""The local backend with the real embedded model: batching, sampling, JSON schemas, weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import jsonschema
+import pytest
+
+from arena.protocols import ChatModel, ModelError
+from arena.types import Message, SamplingParams, ToolSpec
+from simulate.calls import add_observer, with_role
+from simulate.model_errors import ModelRequestError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about autumn leaves.",
+    "List three fruits.",
+    "hi",
+]
+
+
+def user(text: str) -> list[Message]:
+    return [Message(role="user", content=text)]
+
+
+async def test_concurrent_greedy_requests_equal_one_by_one(local_model) -> None:
+    assert isinstance(local_model, ChatModel)
+    params = SamplingParams(max_tokens=8, logprobs=True)
+    alone = [await local_model.chat(user(p), params=params) for p in PROMPTS]
+    batches_before = local_model.batcher.batches_run
+    together: list = [None] * len(PROMPTS)
+
+    async def one(i: int) -> None:
+        together[i] = await local_model.chat(user(PROMPTS[i]), params=params)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(PROMPTS)):
+            tg.start_soon(one, i)
+    # All of them went through one batched decode.
+    assert local_model.batcher.batches_run - batches_before == 1
+    for a, b in zip(alone, together, strict=True):
+        assert b.text == a.text
+        assert b.completion_token_ids == a.completion_token_ids
+        assert b.prompt_token_ids == a.prompt_token_ids
+        assert b.completion_logprobs == pytest.approx(a.completion_logprobs, abs=1e-3)
+        assert len(a.completion_logprobs) == len(a.completion_token_ids) == a.usage.completion_tokens
+        assert all(lp <= 0 for lp in a.completion_logprobs)
+        assert a.finish_reason in ("stop", "length")
+    first = alone[0]
+    # The prompt ids are the chat template's rendering; the text is the decoded completion.
+    assert first.prompt_token_ids == local_model.render_prompt(user(PROMPTS[0]))
+    assert "Paris" in first.text
+    assert local_model.tokenizer.decode(first.completion_token_ids, skip_special_tokens=True).startswith(
+        first.text
+    )
+
+
+async def test_max_tokens_stop_strings_and_seeded_sampling(local_model) -> None:
+    short = await local_model.chat(user(PROMPTS[1]), params=SamplingParams(max_tokens=3))
+    assert short.finish_reason == "length"
+    assert len(short.completion_token_ids) == 3
+    assert short.completion_logprobs is None  # not asked for
+
+    stopped = await local_model.chat(user(PROMPTS[0]), params=SamplingParams(max_tokens=12, stop=[" of"]))
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == "The capital"
+
+    hot = SamplingParams(temperature=1.2, top_p=0.9, max_tokens=6, seed=7)
+    a, b = [await local_model.chat(user(PROMPTS[3]), params=hot) for _ in range(2)]
+    assert a.completion_token_ids == b.completion_token_ids
+
+
+async def test_tools_are_rendered_into_the_prompt(local_model) -> None:
+    tool = ToolSpec(
+        name="get_weather",
+        description="Get the current weather for a city.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    ids = local_model.render_prompt(user("Weather in Paris?"), [tool])
+    text = local_model.tokenizer.decode(ids)
+    assert '"name": "get_weather"' in text
+    assert "<tool_call>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["pass", "fail"]},
+            "score": {"type": "number"},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["verdict", "score", "ok"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 12},
+                "minItems": 1,
+                "maxItems": 3,
+            },
+        },
+        "required": ["tags"],
+        "additionalProperties": False,
+    },
+    {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4},
+]
+
+
+async def test_json_schema_output_always_validates(local_model) -> None:
+    questions = [
+        "Describe a person.",
+        "Judge this answer: 2+2=4.",
+        "Tag this text: I love pizza.",
+        "Pick numbers.",
+    ]
+    results: list = [None] * len(SCHEMAS)
+
+    async def one(i: int) -> None:
+        # Greedy and sampled rows: the grammar must hold either way.
+        params = SamplingParams(max_tokens=48, json_schema=SCHEMAS[i], temperature=(i % 2) * 1.0, seed=i)
+        results[i] = await local_model.chat(user(questions[i] + " Answer in JSON."), params=params)
+
+    async with anyio.create_task_group() as tg:  # constrained rows batch with each other
+        for i in range(len(results)):
+            tg.start_soon(one, i)
+    for i, completion in enumerate(results):
+        assert completion.finish_reason == "stop", completion.text
+        jsonschema.validate(json.loads(completion.text), SCHEMAS[i])
+
+
+async def test_bad_requests_give_clear_errors(local_model) -> None:
+    with pytest.raises(ModelRequestError, match="invalid json_schema"):
+        await local_model.chat(
+            user("x"), params=SamplingParams(max_tokens=2, json_schema={"type": "nonsense"})
+        )
+    with pytest.raises(ModelRequestError, match="context"):
+        await local_model.chat(user("word " * 9000), params=SamplingParams(max_tokens=2))
+    with pytest.raises(ModelRequestError, match="no messages"):
+        await local_model.chat([], params=SamplingParams(max_tokens=2))
+
+
+async def test_calls_are_counted_per_role(local_model) -> None:
+    seen = []
+    remove = add_observer(seen.append)
+    try:
+        await with_role(local_model, "judge").chat(user("hi"), params=SamplingParams(max_tokens=2))
+        with pytest.raises(ModelError):
+            await local_model.chat([], params=SamplingParams(max_tokens=2))
+    finally:
+        remove()
+    assert [(r.role, r.backend, r.ok) for r in seen] == [("judge", "local", True), ("policy", "local", False)]
+    assert seen[0].completion_tokens == 2 and seen[0].prompt_tokens > 0 and seen[0].latency_s > 0
+
+
+async def test_trainer_can_swap_weights_and_generate_from_a_training_model(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    from simulate.local import LocalChatModel
+
+    model = LocalChatModel.load(embedded_model_path, device="cpu")
+    params = SamplingParams(max_tokens=3)
+    before = await model.chat(user("hi"), params=params)
+    # The trainer's model sits in training mode with gradient checkpointing between steps.
+    model.model.activation_checkpointing_enable()
+    model.model.train()
+    during = await model.chat(user("hi"), params=params)
+    assert during.completion_token_ids == before.completion_token_ids
+    assert model.model.training  # restored after the decode
+    original = model.model.model.norm.weight.detach().clone()
+    state = {k: v.detach().clone() for k, v in model.model.state_dict().items() if k != "lm_head.weight"}
+    state["model.norm.weight"] = original * 2
+    save_file(state, str(tmp_path / "model.safetensors"))
+    model.load_weights(tmp_path)
+    assert torch.equal(model.model.model.norm.weight, original * 2)
+    # A backend around an already loaded model (what the trainer holds) works the same way.
+    again = LocalChatModel(model.model, model.tokenizer, name="trained")
+    assert again.model is model.model
+    with pytest.raises(ModelError, match="do not fit"):
+        again.load_state_dict({"model.norm.weight": original, "no.such.weight": original})
+    with pytest.raises(ModelError, match="not a model folder"):
+        LocalChatModel.load(tmp_path / "missing")
