@@ -1,0 +1,1 @@
+"""Difficulty control, environment and task sampling, arena stratification."""

@@ -1,0 +1,1 @@
+"""Evidence extraction, failure taxonomy and the diagnosis agent."""

@@ -1,0 +1,280 @@
+"""The diagnosis report: its schema, the JSON schema the agent answers in, and validation.
+
+The agent answers with a `DiagnosisDraft`; `validate_draft` checks it against the evidence
+(environments, tools and episode ids must exist, patterns must cite failed episodes of their own
+environment, every weak environment needs a guideline and every guideline a weak environment)
+and `ReportInvalid` lists every problem. A valid draft, or the fallback's own, becomes a
+`DiagnosisReport` (`source` says which, `fallback_reason` why the agent's was not used).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from arena.difficulty import KNOBS
+from arena.synth.targeted import Guideline
+from diagnose.evidence import Evidence
+from diagnose.taxonomy import CATEGORIES, FailureCategory
+
+
+class ReportInvalid(ValueError):
+    """The agent's report does not hold up; `problems` says why, one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(
+            "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
+        self.problems = problems
+
+
+class WeakEnv(BaseModel):
+    """One weak environment: how weak (0..1, higher is weaker) and the evidence in words."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(min_length=1)
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: str = ""
+
+
+class RankedEnv(WeakEnv):
+    """A weak environment with its rank (1 = weakest) and its measured pass rate."""
+
+    rank: int = Field(ge=1)
+    pass_rate: float | None = None
+    attempts: int = 0
+
+
+class FailurePattern(BaseModel):
+    """A recurring failure: its category, where, which tools, and episodes that show it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    category: FailureCategory
+    env: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    tools: list[str] = Field(default_factory=list)
+    episode_ids: list[str] = Field(min_length=1)
+
+
+class DiagnosisDraft(BaseModel):
+    """What the agent must answer with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = ""
+    weak_envs: list[WeakEnv]
+    patterns: list[FailurePattern] = Field(default_factory=list)
+    guidelines: list[Guideline] = Field(default_factory=list)
+
+
+class AgentUsage(BaseModel):
+    """What the diagnosis agent spent."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    python_runs: int = 0
+    python_errors: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Prompt and completion tokens together."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+class DiagnosisReport(BaseModel):
+    """A round's diagnosis, as stored in `diagnosis_reports.report`."""
+
+    round: int
+    source: Literal["agent", "fallback"]
+    fallback_reason: str | None = None
+    summary: str = ""
+    weak_envs: list[RankedEnv] = Field(default_factory=list)
+    patterns: list[FailurePattern] = Field(default_factory=list)
+    guidelines: list[Guideline] = Field(default_factory=list)
+    usage: AgentUsage = Field(default_factory=AgentUsage)
+    overall_pass_rate: float | None = None
+    episodes: int = 0
+
+    @property
+    def weak(self) -> list[str]:
+        """The weak environments, weakest first."""
+        return [w.env for w in self.weak_envs]
+
+
+def draft_schema(evidence: Evidence, *, max_items: int = 3, max_ids: int = 200) -> dict[str, Any]:
+    """The JSON schema of a draft, with known names as enums so constrained decoding stays valid.
+
+    Environment and tool names are enums over the evidence; episode ids too when there are at most
+    `max_ids` failed episodes. Arrays are short (`max_items`): a report is a few sharp findings.
+    """
+    envs = sorted(evidence.envs_meta) or ["none"]
+    tools = sorted({t for m in evidence.envs_meta.values() for t in m.tools}) or ["none"]
+    failed = [e.episode_id for e in evidence.episodes if not e.passed]
+    ids: dict[str, Any] = {"type": "string"}
+    if 0 < len(failed) <= max_ids:
+        ids = {"type": "string", "enum": failed}
+    env = {"type": "string", "enum": envs}
+    tool = {"type": "string", "enum": tools}
+    text = {"type": "string", "maxLength": 240}
+    knobs = {
+        name: {"type": "integer", "minimum": spec.min_level, "maximum": spec.max_level}
+        for name, spec in KNOBS.items()
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "summary": text,
+            "weak_envs": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_items,
+                "items": {
+                    "type": "object",
+                    "properties": {"env": env, "score": {"type": "number"}, "evidence": text},
+                    "required": ["env", "score", "evidence"],
+                    "additionalProperties": False,
+                },
+            },
+            "patterns": {
+                "type": "array",
+                "maxItems": max_items,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "category": {"type": "string", "enum": list(CATEGORIES)},
+                        "env": env,
+                        "description": text,
+                        "tools": {"type": "array", "maxItems": 3, "items": tool},
+                        "episode_ids": {"type": "array", "minItems": 1, "maxItems": 3, "items": ids},
+                    },
+                    "required": ["category", "env", "description", "tools", "episode_ids"],
+                    "additionalProperties": False,
+                },
+            },
+            "guidelines": {
+                "type": "array",
+                "maxItems": max_items,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "env": env,
+                        "failure_pattern": text,
+                        "target_tools": {"type": "array", "minItems": 1, "maxItems": 4, "items": tool},
+                        "skill": text,
+                        "difficulty": {
+                            "type": "object",
+                            "properties": knobs,
+                            "required": list(knobs),
+                            "additionalProperties": False,
+                        },
+                        "n_tasks": {"type": "integer", "minimum": 1, "maximum": 100},
+                    },
+                    "required": ["env", "failure_pattern", "target_tools", "skill", "difficulty", "n_tasks"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["summary", "weak_envs", "patterns", "guidelines"],
+        "additionalProperties": False,
+    }
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in a model answer (bare, fenced, or the outermost braces); ReportInvalid if none."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate.strip())
+        except ValueError:
+            continue
+    raise ReportInvalid(["the answer is not JSON"])
+
+
+def validate_draft(raw: Any, evidence: Evidence) -> DiagnosisDraft:
+    """Parse and check a draft against the evidence; raises `ReportInvalid` with every problem."""
+    if isinstance(raw, str):
+        raw = extract_json(raw)
+    try:
+        draft = DiagnosisDraft.model_validate(raw)
+    except ValidationError as exc:
+        raise ReportInvalid(
+            [f"schema: {'.'.join(str(p) for p in e['loc']) or 'report'}: {e['msg']}" for e in exc.errors()]
+        ) from None
+    problems: list[str] = []
+    meta = evidence.envs_meta
+    observed = {g.env for g in evidence.envs}
+    episodes = {e.episode_id: e for e in evidence.episodes}
+    weak = [w.env for w in draft.weak_envs]
+    if not weak and any(not e.passed for e in evidence.episodes):
+        problems.append("no weak environment although episodes failed")
+    for name in weak:
+        if name not in meta:
+            problems.append(f"weak_envs: unknown environment {name!r}")
+        elif name not in observed:
+            problems.append(f"weak_envs: no episode of {name!r} in this round")
+    if len(set(weak)) != len(weak):
+        problems.append("weak_envs: an environment is listed twice")
+    for i, p in enumerate(draft.patterns):
+        if p.env not in meta:
+            problems.append(f"patterns[{i}]: unknown environment {p.env!r}")
+            continue
+        problems += [
+            f"patterns[{i}]: {p.env} has no tool {t!r}" for t in p.tools if t not in meta[p.env].tools
+        ]
+        for eid in p.episode_ids:
+            ep = episodes.get(eid)
+            if ep is None:
+                problems.append(f"patterns[{i}]: unknown episode id {eid!r}")
+            elif ep.env != p.env:
+                problems.append(f"patterns[{i}]: episode {eid} is in {ep.env}, not {p.env}")
+            elif ep.passed:
+                problems.append(f"patterns[{i}]: episode {eid} passed, it shows no failure")
+    guided = set()
+    for i, g in enumerate(draft.guidelines):
+        if g.env not in meta:
+            problems.append(f"guidelines[{i}]: unknown environment {g.env!r}")
+            continue
+        guided.add(g.env)
+        if g.env not in weak:
+            problems.append(f"guidelines[{i}]: {g.env} is not among the weak environments")
+        if not g.target_tools:
+            problems.append(f"guidelines[{i}]: no target tools")
+        problems += [
+            f"guidelines[{i}]: {g.env} has no tool {t!r}"
+            for t in g.target_tools
+            if t not in meta[g.env].tools
+        ]
+    problems += [f"weak environment {w} has no guideline" for w in weak if w in meta and w not in guided]
+    if problems:
+        raise ReportInvalid(problems)
+    return draft
+
+
+def rank(weak: list[WeakEnv], evidence: Evidence) -> list[RankedEnv]:
+    """Weak environments sorted by score (stable, so ties keep the author's order), with ranks."""
+    ordered = sorted(weak, key=lambda w: -w.score)
+    out = []
+    for i, w in enumerate(ordered, start=1):
+        stats = evidence.env_stats(w.env)
+        out.append(
+            RankedEnv(
+                **w.model_dump(),
+                rank=i,
+                pass_rate=stats.pass_rate if stats else None,
+                attempts=stats.attempts if stats else 0,
+            )
+        )
+    return out
