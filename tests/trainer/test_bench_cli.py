@@ -1,0 +1,54 @@
+"""`arena bench learn`: bad options fail with one clear line, before any training starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ops.cli import main
+from trainer.learn_bench import LearnBenchConfig, default_trainer_config, is_eval_task, load_task_sets
+
+
+def test_unknown_held_out_env_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], embedded_model_path: Path
+) -> None:
+    code = main(["bench", "learn", "--json", "--model", str(embedded_model_path), "--eval-envs", "atlantis"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "arena: error: unknown evaluation environment(s): atlantis" in err
+    assert "Traceback" not in err
+
+
+def test_bad_step_count_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["bench", "learn", "--model", str(tmp_path), "--grpo-steps", "1"]) == 2
+    assert "is not a model folder" in capsys.readouterr().err
+
+
+def test_task_sets_keep_training_and_evaluation_environments_apart() -> None:
+    from arena.env.registry import Registry
+
+    registry = Registry()
+    config = LearnBenchConfig(
+        eval_envs=["library", "email"], max_train_tasks=12, trainer=default_trainer_config(True)
+    )
+    envs, train, held, train_names = load_task_sets(config, registry)
+    assert {t.env for t in held} == {"library", "email"}
+    assert not {t.env for t in train} & {"library", "email"}
+    assert len(train) == 12 and set(train_names) == {t.env for t in train}
+    assert len({t.env for t in train}) >= 6  # the subset is spread over the training environments
+    assert all(len(t.reference) >= 2 and is_eval_task(t, envs[t.env]) for t in held)
+    writes = {name: set(env.write_tools) for name, env in envs.items()}
+    assert all(any(c.name in writes[t.env] for c in t.reference) for t in held)
+    with pytest.raises(ValueError, match="both trained on and held out"):
+        load_task_sets(config.model_copy(update={"train_envs": ["library"]}), registry)
+
+
+def test_train_command_rejects_unknown_tasks(
+    capsys: pytest.CaptureFixture[str], embedded_model_path: Path
+) -> None:
+    args = ["train", "--policy", str(embedded_model_path), "--out", "unused"]
+    assert main([*args, "atlantis"]) == 2
+    assert "unknown environment 'atlantis'" in capsys.readouterr().err
+    assert main([*args, "library/no-such-task"]) == 2
+    assert "no trainable task matches 'library/no-such-task'" in capsys.readouterr().err

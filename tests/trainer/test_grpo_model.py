@@ -1,0 +1,87 @@
+"""GRPO with the real embedded model on CPU: the loss mask of a real episode, and one real step."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from arena.episode.users import ScriptedUser
+from arena.protocols import UserContext
+from trainer.grpo import train_round
+from trainer.metrics import StepMetrics
+from trainer.rollout import RolloutBridge
+from trainer.tasks import prepare_tasks
+
+from .tiny import letters_task, tiny_config
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+USER_LINE = "Thanks. Please tell me one more thing."
+
+
+@pytest.mark.anyio
+async def test_env_mask_covers_exactly_the_policy_tokens(embedded_model_path: Path) -> None:
+    """A real conversational episode (the scripted user answers twice): policy turns are 1, the rest 0."""
+    from simulate.local import LocalChatModel
+
+    chat = LocalChatModel.load(embedded_model_path, device="cpu")
+    task = letters_task("chat").model_copy(
+        update={"mode": "conversational", "user": UserContext(intent="chat a little")}
+    )
+    config = tiny_config(episode=tiny_config().episode.model_copy(update={"max_turns": 3}))
+    prepared, _ = await prepare_tasks([task], system_prompt="compact", tool_subset=0)
+    bridge = RolloutBridge(
+        prepared, config, policy_factory=lambda _t: chat, user=ScriptedUser([USER_LINE] * 4)
+    )
+    keys = [prepared[0].key] * 2
+    results = await bridge.rollout(keys, policy=chat)
+    out = bridge.build_output(keys, results, pad_id=0, seconds=1.0)
+    tok = chat.tokenizer
+    for i, (transcript, _) in enumerate(results):
+        assert transcript.num_turns >= 2, transcript.finish  # multi-turn: the user answered
+        assert not transcript.chain_breaks
+        chain = transcript.chains[0]
+        completion, mask = out["completion_ids"][i], out["env_mask"][i]
+        if sum(mask) == 0:  # the group had no reward variance and was dropped: compare unmasked
+            mask = chain.mask()
+        assert out["prompt_ids"][i] == chain.prompt_ids() and completion == chain.completion_ids()
+        # Walk the segments: every policy token is 1, every context token 0, nothing else.
+        position = 0
+        for segment in chain.segments[1:]:
+            span = mask[position : position + len(segment.token_ids)]
+            assert span == [1 if segment.kind == "policy" else 0] * len(segment.token_ids)
+            if segment.kind == "policy":
+                assert tok.decode(segment.token_ids, skip_special_tokens=True).strip() in {
+                    t.text.strip() for t in transcript.turns
+                }
+            else:
+                assert "<|im_start|>" in tok.decode(segment.token_ids)
+            position += len(segment.token_ids)
+        assert position == len(completion)
+        assert sum(mask) == sum(len(s.token_ids) for s in chain.segments if s.kind == "policy")
+        context = tok.decode([t for t, m in zip(completion, mask, strict=True) if m == 0])
+        assert USER_LINE in context
+
+
+@pytest.mark.anyio
+async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    seen: list[StepMetrics] = []
+    result = await train_round(
+        0, [letters_task()], embedded_model_path, tmp_path, tiny_config(), on_step=seen.append
+    )
+    assert result.steps == 1 and len(seen) == 1 and result.episodes == 4
+    step = seen[0]
+    assert step.finite() and math.isfinite(step.loss) and step.entropy is not None
+    assert step.clip_fraction is not None and step.tokens_per_s and step.tokens_per_s > 0
+    assert step.zero_variance_fraction == 0.0, "the four answers scored alike (rare): no signal to learn from"
+    before = load_file(str(embedded_model_path / "model.safetensors"))
+    after = load_file(str(result.policy_dir / "model.safetensors"))
+    changed = [k for k in before if k in after and not torch.equal(before[k], after[k])]
+    assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
+    lineage = (result.policy_dir / "lineage.json").read_text()
+    assert '"phase": "grpo"' in lineage and str(embedded_model_path) in lineage

@@ -1,0 +1,125 @@
+"""Weight publishing: the HTTP publisher against a fake recording vLLM server, the local one."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import anyio
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from trainer.publish import HttpWeightPublisher, LocalWeightPublisher, PublishError
+
+
+def list_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+class FakeVllmServer:
+    """A recording stand-in for vLLM's reload endpoints (vLLM cannot run here)."""
+
+    def __init__(self, *, fail_first: int = 0, status: int = 500) -> None:
+        self.requests: list[tuple[str, dict | None, str | None]] = []
+        self.fail_first = fail_first
+        self.status = status
+        self.weights_seen: list[list[str]] = []
+
+    async def handle(self, request: Request) -> JSONResponse:
+        body = await request.json() if await request.body() else None
+        self.requests.append((request.url.path, body, request.headers.get("authorization")))
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            return JSONResponse({"error": "not ready"}, status_code=self.status)
+        if body and "kwargs" in body:  # what the server would load: the folder must be complete now
+            folder = Path(body["kwargs"]["weights_path"])
+            self.weights_seen.append(list_names(folder))
+        return JSONResponse({"ok": True})
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route(p, self.handle, methods=["POST"]) for p in ("/collective_rpc", "/reset_prefix_cache")
+            ]
+        )
+
+
+async def serve(fake: FakeVllmServer, task_group: anyio.abc.TaskGroup) -> tuple[str, uvicorn.Server]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(fake.app(), log_level="warning", lifespan="off"))
+    task_group.start_soon(server.serve, [sock])
+    with anyio.fail_after(10):
+        while not server.started:  # noqa: ASYNC110  (uvicorn has no started event to wait on)
+            await anyio.sleep(0.01)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", server
+
+
+def checkpoint(tmp_path: Path) -> Path:
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.anyio
+async def test_http_publisher_shares_the_folder_then_asks_for_a_reload(tmp_path: Path) -> None:
+    fake = FakeVllmServer(fail_first=1)
+    async with anyio.create_task_group() as tg:
+        url, server = await serve(fake, tg)
+        publisher = HttpWeightPublisher(url + "/v1", tmp_path / "shared", api_key="s3cret", backoff_s=0.01)
+        await publisher.publish(checkpoint(tmp_path), round_id=3, step=12)
+        server.should_exit = True
+    shared = tmp_path / "shared" / "round-0003-step-000012"
+    assert (shared / "model.safetensors").read_bytes() == b"weights"
+    paths = [r[0] for r in fake.requests]
+    assert paths == ["/collective_rpc", "/collective_rpc", "/reset_prefix_cache"]  # one retry after the 500
+    body = fake.requests[1][1]
+    assert body == {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared)}}
+    assert fake.weights_seen == [["config.json", "model.safetensors"]]
+    assert all(r[2] == "Bearer s3cret" for r in fake.requests)
+
+
+@pytest.mark.anyio
+async def test_http_publisher_reports_a_refusal_without_retrying(tmp_path: Path) -> None:
+    fake = FakeVllmServer(fail_first=5, status=404)
+    async with anyio.create_task_group() as tg:
+        url, server = await serve(fake, tg)
+        publisher = HttpWeightPublisher(url, tmp_path / "shared", backoff_s=0.01)
+        with pytest.raises(PublishError, match="HTTP 404"):
+            await publisher.publish(checkpoint(tmp_path), round_id=0, step=1)
+        server.should_exit = True
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_http_publisher_rejects_a_folder_without_weights(tmp_path: Path) -> None:
+    publisher = HttpWeightPublisher("http://127.0.0.1:9", tmp_path / "shared")
+    with pytest.raises(PublishError, match="no safetensors"):
+        await publisher.publish(tmp_path, round_id=0, step=1)
+    with pytest.raises(ValueError, match="http"):
+        HttpWeightPublisher("vllm:8000", tmp_path)
+
+
+class RecordingTarget:
+    """Scripted local model: records the folders it is asked to load."""
+
+    def __init__(self) -> None:
+        self.loaded: list[Path] = []
+
+    def load_weights(self, path: str | Path) -> None:
+        self.loaded.append(Path(path))
+
+
+@pytest.mark.anyio
+async def test_local_publisher_loads_into_the_target(tmp_path: Path) -> None:
+    target = RecordingTarget()
+    publisher = LocalWeightPublisher(target)
+    folder = checkpoint(tmp_path)
+    await publisher.publish(folder, round_id=1, step=2)
+    assert target.loaded == [folder] and publisher.published == [(folder, 1, 2)]

@@ -1,0 +1,50 @@
+"""Tiny tasks and configs that keep CPU GRPO steps short (shared by the tests and the resume worker)."""
+
+from __future__ import annotations
+
+from arena.episode.runner import EpisodeConfig
+from arena.tasks.model import AnswerCheck, Task
+from arena.types import SamplingParams
+from trainer.config import TrainerConfig
+
+
+def letters_task(task_id: str = "say-something") -> Task:
+    """A tool-less task whose reward is the share of nine mid-frequency letters in the answer.
+
+    A short greeting contains the six most common letters almost always (every answer then scores
+    1.0 and the group has no variance); mid-frequency letters appear in some answers and not in
+    others, so at temperature 1 the four answers of a group almost never score alike and a GRPO
+    step on it has a learning signal without needing a model that can already use tools.
+    """
+    return Task(
+        id=task_id,
+        env="library",
+        instruction="Say hello to me in one short sentence.",
+        checks=[AnswerCheck(name=f"has {c}", contains=[c]) for c in "cdlmrsuwy"],
+    )
+
+
+def tiny_config(**update: object) -> TrainerConfig:
+    """Short episodes, compact prompt, no tools shown: one CPU step in tens of seconds."""
+    base = TrainerConfig(
+        group_size=4,
+        tasks_per_step=1,
+        max_steps=1,
+        learning_rate=1e-4,
+        system_prompt="compact",
+        tool_subset=0,
+        gradient_checkpointing=False,
+        episode=EpisodeConfig(
+            max_turns=1,
+            max_tokens_per_turn=12,
+            max_total_tokens=512,
+            params=SamplingParams(temperature=1.0, logprobs=True),
+        ),
+    )
+    return base.model_copy(update=update)
+
+
+def resume_config() -> TrainerConfig:
+    """Two steps with a checkpoint after each: the run the resume test kills after step 1."""
+    base = tiny_config(group_size=2, max_steps=2, save_every=1, keep_last=3)
+    return base.model_copy(update={"episode": base.episode.model_copy(update={"max_tokens_per_turn": 4})})

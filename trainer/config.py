@@ -1,0 +1,142 @@
+"""Configuration of the trainer: GRPO rounds, the SFT warm-up, rollouts, checkpoints, publishing.
+
+One pydantic model, `TrainerConfig`, is what the daemon passes to `train_round`/`sft_warmup`. The
+defaults are the CPU demo (the embedded model, small groups); production raises `group_size`,
+`tasks_per_step` and uses `rollout_backend = "http"` with a vLLM server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arena.episode.runner import EpisodeConfig
+from arena.tasks.reward import RewardConfig
+from arena.types import SamplingParams
+
+
+def _rollout_episode() -> EpisodeConfig:
+    # Sampling with temperature 1 so the G samples of a group differ; logprobs for the IS ratio.
+    return EpisodeConfig(
+        max_turns=6,
+        max_tokens_per_turn=128,
+        max_total_tokens=3072,
+        params=SamplingParams(temperature=1.0, top_p=1.0, logprobs=True),
+    )
+
+
+class LoraConfig(BaseModel):
+    """Optional LoRA adapters (peft). Off by default: the embedded model is small enough to train fully."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    r: int = Field(default=16, ge=1, le=512)
+    alpha: int = Field(default=32, ge=1)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+class SftConfig(BaseModel):
+    """The supervised warm-up on reference trajectories (loss on assistant tokens only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True  # run before the first GRPO round of a fresh policy
+    epochs: float = Field(default=3.0, gt=0.0, le=100.0)
+    learning_rate: float = Field(default=5e-5, gt=0.0, le=1.0)
+    batch_size: int = Field(default=4, ge=1, le=256)
+    max_length: int = Field(default=2048, ge=64)  # longer trajectories are skipped, not cut
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    warmup_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+class PublishConfig(BaseModel):
+    """Where new weights go after a round: the trainer's own model (local) or a vLLM server (http)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["local", "http"] = "local"
+    base_url: str | None = None  # vLLM server root, e.g. http://vllm:8000
+    shared_dir: Path | None = None  # a folder the vLLM server can read (shared volume)
+    reload_path: str = "/collective_rpc"  # vLLM's endpoint that reloads weights from a folder
+    timeout_s: float = Field(default=600.0, gt=0)
+    api_key: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> PublishConfig:
+        if self.kind == "http" and (not self.base_url or self.shared_dir is None):
+            raise ValueError("publish kind 'http' needs base_url and shared_dir")
+        return self
+
+
+class TrainerConfig(BaseModel):
+    """Everything `train_round` and `sft_warmup` need besides the tasks and the folders."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # GRPO
+    group_size: int = Field(default=4, ge=2, le=256)  # G samples per task
+    tasks_per_step: int = Field(default=2, ge=1, le=1024)  # groups per optimizer step
+    max_steps: int = Field(default=10, ge=1)  # optimizer steps per round
+    learning_rate: float = Field(default=1e-5, gt=0.0, le=1.0)
+    beta: float = Field(default=0.0, ge=0.0)  # KL coefficient (0: no reference model, DAPO style)
+    epsilon: float = Field(default=0.2, gt=0.0, lt=1.0)  # lower clip
+    epsilon_high: float = Field(default=0.28, gt=0.0, lt=1.0)  # upper clip (DAPO clip-higher)
+    loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    drop_zero_variance: bool = True  # mask groups whose rewards are all equal (no signal)
+    max_grad_norm: float = Field(default=1.0, gt=0.0)
+    # Sequences per forward/backward pass: a step's G × tasks_per_step completions are split into
+    # micro-batches (gradient accumulation, one generation per optimizer step), which bounds memory.
+    micro_batch_size: int = Field(default=2, ge=1)
+    gradient_checkpointing: bool = True
+    seed: int = 0
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    # Rollouts
+    episode: EpisodeConfig = Field(default_factory=_rollout_episode)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    rollout_backend: Literal["local", "http"] = "local"
+    rollout_base_url: str | None = None  # OpenAI-compatible server (vLLM) when rollout_backend = "http"
+    rollout_model: str = "policy"  # the served model name on that server
+    rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
+    max_batch: int = Field(default=32, ge=1)  # local backend: rows per decode batch
+    # What the policy is shown (the same in training, warm-up and evaluation). "compact" leaves the
+    # environment's rules out of the system prompt; `tool_subset` shows each task only its
+    # reference tools plus that many distractors (TRUSTEE-style tool subsets; keeps CPU prompts short).
+    system_prompt: Literal["full", "compact"] = "full"
+    tool_subset: int | None = Field(default=None, ge=0)
+    # Checkpoints
+    save_every: int = Field(default=5, ge=1)  # optimizer steps between checkpoints (and at the end)
+    keep_last: int = Field(default=2, ge=1)
+    keep_best: bool = True
+    # Warm-up and publishing
+    sft: SftConfig = Field(default_factory=SftConfig)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerConfig:
+        if self.epsilon_high < self.epsilon:
+            raise ValueError(f"epsilon_high ({self.epsilon_high}) must be >= epsilon ({self.epsilon})")
+        if self.batch_size % min(self.micro_batch_size, self.batch_size):
+            raise ValueError(
+                f"micro_batch_size ({self.micro_batch_size}) must divide tasks_per_step × group_size ({self.batch_size})"
+            )
+        if self.rollout_backend == "http" and not self.rollout_base_url:
+            raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")
+        return self
+
+    @property
+    def micro_batch(self) -> int:
+        """Sequences per forward/backward pass."""
+        return min(self.micro_batch_size, self.batch_size)
+
+    @property
+    def batch_size(self) -> int:
+        """Completions per optimizer step (groups × G)."""
+        return self.tasks_per_step * self.group_size

@@ -1,0 +1,179 @@
+"""Evaluating a policy on prepared tasks, with confidence intervals.
+
+Pass rates get a Wilson score interval; mean rewards a percentile bootstrap over tasks (episodes of
+one task are correlated, so tasks are the resampling unit). Differences between two policies on
+the same tasks (GRPO vs SFT) get a paired bootstrap over tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from arena.protocols import ChatModel, UserSimulator
+from trainer.config import TrainerConfig
+from trainer.rollout import run_and_verify
+from trainer.tasks import PreparedTask
+
+Z95 = 1.959963984540054
+
+
+class Interval(BaseModel):
+    """A point estimate and its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+
+class EpisodeScore(BaseModel):
+    """One evaluated episode."""
+
+    task: str
+    env: str
+    sample: int
+    reward: float
+    passed: bool
+    turns: int
+    calls: int
+    finish: str
+
+
+class EvalSummary(BaseModel):
+    """Pass rate and mean reward of a set of episodes."""
+
+    episodes: int
+    tasks: int
+    pass_rate: Interval
+    reward: Interval
+
+
+class EvalReport(BaseModel):
+    """A policy's evaluation: overall, per environment, and every episode."""
+
+    overall: EvalSummary
+    per_env: dict[str, EvalSummary]
+    episodes: list[EpisodeScore]
+    seconds: float
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Interval:
+    """The Wilson score interval of a proportion."""
+    if n == 0:
+        return Interval(value=0.0, low=0.0, high=1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(value=p, low=max(0.0, centre - half), high=min(1.0, centre + half))
+
+
+def bootstrap_mean(groups: Sequence[Sequence[float]], *, resamples: int = 2000, seed: int = 0) -> Interval:
+    """Mean over all values, with a percentile bootstrap interval resampling whole groups (tasks)."""
+    flat = [v for g in groups for v in g]
+    if not flat:
+        return Interval(value=0.0, low=0.0, high=0.0)
+    rng = random.Random(seed)
+    means: list[float] = []
+    for _ in range(resamples):
+        picked = [groups[rng.randrange(len(groups))] for _ in groups]
+        values = [v for g in picked for v in g]
+        means.append(statistics.fmean(values) if values else 0.0)
+    means.sort()
+    return Interval(
+        value=statistics.fmean(flat),
+        low=means[int(0.025 * (resamples - 1))],
+        high=means[int(0.975 * (resamples - 1))],
+    )
+
+
+def paired_bootstrap_diff(
+    a: dict[str, list[float]], b: dict[str, list[float]], *, resamples: int = 2000, seed: int = 0
+) -> Interval:
+    """Mean of b − a over tasks both evaluated, with a paired percentile bootstrap over tasks."""
+    keys = sorted(set(a) & set(b))
+    diffs = [statistics.fmean(b[k]) - statistics.fmean(a[k]) for k in keys if a[k] and b[k]]
+    if not diffs:
+        return Interval(value=0.0, low=0.0, high=0.0)
+    rng = random.Random(seed)
+    means = sorted(
+        statistics.fmean(diffs[rng.randrange(len(diffs))] for _ in diffs) for _ in range(resamples)
+    )
+    return Interval(
+        value=statistics.fmean(diffs),
+        low=means[int(0.025 * (resamples - 1))],
+        high=means[int(0.975 * (resamples - 1))],
+    )
+
+
+def summarize(episodes: Sequence[EpisodeScore]) -> EvalSummary:
+    """Pass rate (Wilson) and mean reward (task bootstrap) of some episodes."""
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:
+        by_task[e.task].append(e.reward)
+    return EvalSummary(
+        episodes=len(episodes),
+        tasks=len(by_task),
+        pass_rate=wilson(sum(e.passed for e in episodes), len(episodes)),
+        reward=bootstrap_mean(list(by_task.values())),
+    )
+
+
+def per_task(report: EvalReport, field: str = "passed") -> dict[str, list[float]]:
+    """Per-task lists of `passed` (as 0/1) or `reward`, for paired comparisons."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for e in report.episodes:
+        out[e.task].append(float(getattr(e, field)))
+    return dict(out)
+
+
+async def evaluate(
+    policy: ChatModel,
+    tasks: Sequence[PreparedTask],
+    config: TrainerConfig,
+    *,
+    samples: int = 1,
+    user: UserSimulator | None = None,
+    sandbox: Any = None,
+) -> EvalReport:
+    """Run `samples` episodes of every task with `config.episode` (same caps and history as training)."""
+    started = time.perf_counter()
+    limiter = anyio.CapacityLimiter(config.rollout_concurrency)
+    scores: list[EpisodeScore] = []
+
+    async def one(item: PreparedTask, sample: int) -> None:
+        async with limiter:
+            transcript, verdict = await run_and_verify(policy, item, config, user=user, sandbox=sandbox)
+        scores.append(
+            EpisodeScore(
+                task=item.key,
+                env=item.task.env,
+                sample=sample,
+                reward=verdict.reward,
+                passed=verdict.passed,
+                turns=transcript.num_turns,
+                calls=len(transcript.calls),
+                finish=transcript.finish,
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        for item in tasks:
+            for s in range(samples):
+                tg.start_soon(one, item, s)
+    scores.sort(key=lambda e: (e.task, e.sample))
+    envs = sorted({e.env for e in scores})
+    return EvalReport(
+        overall=summarize(scores),
+        per_env={env: summarize([e for e in scores if e.env == env]) for env in envs},
+        episodes=scores,
+        seconds=time.perf_counter() - started,
+    )

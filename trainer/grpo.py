@@ -1,0 +1,376 @@
+"""GRPO rounds with TRL's `GRPOTrainer` over Arena episodes: `train_round`.
+
+The trainer runs in a worker thread (`anyio.to_thread.run_sync`): TRL is synchronous. Inside it,
+the `RolloutBridge` (the `rollout_func`) runs the episodes of each batch back on the event loop;
+a `TrainerCallback` turns TRL's logs into `StepMetrics` for `on_step`, saves checkpoints every
+`save_every` steps (and at the end), pushes weights to an HTTP rollout server after each update,
+and awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
+checkpoint is saved, training stops and the exception propagates to the caller.
+
+Resume: when `out_dir` already holds a checkpoint of this round, training continues from its
+weights at the step after it (the optimizer state restarts), so a crash loses at most
+`save_every - 1` steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import structlog
+
+from arena.protocols import ChatModel, UserSimulator
+from arena.tasks.model import Task
+from trainer.checkpoints import Lineage, latest_checkpoint, load_policy, prune_checkpoints, save_checkpoint
+from trainer.config import TrainerConfig
+from trainer.metrics import CheckpointInfo, OnStep, RolloutStats, SafePoint, StepMetrics, TrainResult
+from trainer.publish import WeightPublisher
+from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
+from trainer.tasks import PreparedTask, prepare_tasks
+
+log = structlog.get_logger(__name__)
+
+
+def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int) -> Any:
+    """TRL's `GRPOConfig` for one run of `max_steps` optimizer steps."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from trl import GRPOConfig
+
+    cpu = not torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(out_dir / "trl"),
+        per_device_train_batch_size=config.micro_batch,
+        num_generations=config.group_size,
+        # One generation of the whole step's groups, trained in micro-batches (on-policy: no old logps).
+        gradient_accumulation_steps=config.batch_size // config.micro_batch,
+        num_iterations=1,
+        max_steps=max_steps,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=config.beta,
+        epsilon=config.epsilon,
+        epsilon_high=config.epsilon_high,
+        loss_type=config.loss_type,
+        scale_rewards=config.scale_rewards,
+        max_grad_norm=config.max_grad_norm,
+        max_completion_length=config.episode.max_total_tokens,
+        gradient_checkpointing=config.gradient_checkpointing,
+        use_cpu=cpu,
+        bf16=not cpu,  # load_policy gives bfloat16 weights on GPU
+        fp16=False,
+        seed=seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        shuffle_dataset=True,
+    )
+
+
+def _peft_config(config: TrainerConfig) -> Any:
+    if not config.lora.enabled:
+        return None
+    from peft import LoraConfig as PeftLoraConfig
+
+    lora = config.lora
+    return PeftLoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+
+
+def _savable(model: Any) -> Any:
+    """A full model to save: peft models are merged on a copy (the training model keeps its adapter)."""
+    if hasattr(model, "merge_and_unload"):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+class _Run:
+    """The state of one `train_round` call, shared by the callback and the caller."""
+
+    def __init__(
+        self,
+        *,
+        round_id: int,
+        config: TrainerConfig,
+        out_dir: Path,
+        parent: str,
+        offset: int,
+        bridge: RolloutBridge,
+        on_step: OnStep | None,
+        safe_point: SafePoint | None,
+        publisher: WeightPublisher | None,
+    ) -> None:
+        self.round_id = round_id
+        self.config = config
+        self.out_dir = out_dir
+        self.parent = parent
+        self.offset = offset
+        self.bridge = bridge
+        self.on_step = on_step
+        self.safe_point = safe_point
+        self.publisher = publisher
+        self.metrics: list[StepMetrics] = []
+        self.checkpoints: list[CheckpointInfo] = []
+        self.stop_error: BaseException | None = None
+        self.step_started = time.perf_counter()
+        self.last_saved_step = offset
+        self.tokenizer: Any = None
+
+    def save(self, model: Any, step: int) -> Path:
+        stats = self.bridge.history[-1] if self.bridge.history else RolloutStats()
+        lineage = Lineage(
+            parent=self.parent,
+            round_id=self.round_id,
+            phase="grpo",
+            step=step,
+            total_steps=self.config.max_steps,
+            reward_mean=stats.reward_mean,
+            reward_std=stats.reward_std,
+            pass_rate=stats.pass_rate,
+            episodes=stats.episodes,
+        )
+        path = save_checkpoint(_savable(model), self.tokenizer, self.out_dir, lineage)
+        prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
+        self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
+        self.last_saved_step = step
+        return path
+
+
+def _callback(run: _Run) -> Any:
+    from transformers import TrainerCallback
+
+    class ArenaCallback(TrainerCallback):
+        """Checkpoints, weight publishing, safe points and metrics between optimizer steps."""
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            run.step_started = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            model = kwargs["model"]
+            step = run.offset + state.global_step
+            last = state.global_step >= state.max_steps
+            if step % run.config.save_every == 0 or last:
+                run.save(model, step)
+            if run.publisher is not None and run.config.rollout_backend == "http":
+                path = run.save(model, step) if run.last_saved_step != step else run.checkpoints[-1].path
+                anyio.from_thread.run(
+                    functools.partial(run.publisher.publish, path, round_id=run.round_id, step=step)
+                )
+            if run.safe_point is not None and not last:
+                try:
+                    anyio.from_thread.run(run.safe_point)
+                except BaseException as exc:  # the daemon's stop (or a cancellation): checkpoint, then stop
+                    run.stop_error = exc
+                    if run.last_saved_step != step:
+                        run.save(model, step)
+                    control.should_training_stop = True
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
+            if not logs or "loss" not in logs:
+                return
+            stats = run.bridge.history[-1] if run.bridge.history else RolloutStats()
+            tokens_per_s = stats.generated_tokens / stats.seconds if stats.seconds > 0 else None
+            metrics = StepMetrics(
+                phase="grpo",
+                round_id=run.round_id,
+                step=run.offset + state.global_step,
+                loss=float(logs["loss"]),
+                learning_rate=float(logs.get("learning_rate", 0.0)),
+                grad_norm=_opt_float(logs.get("grad_norm")),
+                reward_mean=stats.reward_mean,
+                reward_std=stats.reward_std,
+                pass_rate=stats.pass_rate,
+                kl=_opt_float(logs.get("kl")),  # only computed when beta > 0 (reference model)
+                entropy=_opt_float(logs.get("entropy")),
+                clip_fraction=_opt_float(logs.get("clip_ratio/region_mean")),
+                tokens_per_s=tokens_per_s,
+                episode_length=stats.mean_turns,
+                episode_tokens=stats.mean_policy_tokens,
+                zero_variance_fraction=stats.zero_variance_fraction,
+                seconds=time.perf_counter() - run.step_started,
+            )
+            run.metrics.append(metrics)
+            log.info("grpo.step", **{k: v for k, v in metrics.model_dump().items() if v is not None})
+            if run.on_step is not None:
+                run.on_step(metrics)
+
+    return ArenaCallback()
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _local_policy_factory(config: TrainerConfig) -> Any:
+    def factory(trainer: Any) -> ChatModel:
+        from simulate.local import LocalChatModel
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        return LocalChatModel(
+            model, trainer.processing_class, name="policy-train", max_batch=config.max_batch
+        )
+
+    return factory
+
+
+def _http_policy_factory(config: TrainerConfig) -> Any:
+    def factory(trainer: Any) -> ChatModel:
+        from simulate.http import HttpChatModel
+
+        assert config.rollout_base_url is not None
+        return HttpChatModel(
+            config.rollout_base_url, config.rollout_model, role="policy", return_token_ids=True
+        )
+
+    return factory
+
+
+def _train_sync(
+    model: Any, tokenizer: Any, prepared: Sequence[PreparedTask], run: _Run, max_steps: int
+) -> None:
+    """Build the `GRPOTrainer` and train (blocking, in a worker thread)."""
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOTrainer
+
+    dataset = Dataset.from_list([{"prompt": task_prompt(t.key)} for t in prepared])
+    args = grpo_args(run.config, run.out_dir, max_steps=max_steps, seed=run.config.seed + run.offset)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_from_rollout],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_callback(run)],
+        peft_config=_peft_config(run.config),
+        rollout_func=run.bridge,
+    )
+    # Our callback reports every step; Transformers' console printers would write to stdout,
+    # which belongs to the command's output (`arena bench learn --json`).
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.train()
+
+
+async def train_round(
+    round_id: int,
+    tasks: Sequence[Task],
+    policy_dir: Path,
+    out_dir: Path,
+    config: TrainerConfig,
+    on_step: OnStep | None = None,
+    safe_point: SafePoint | None = None,
+    *,
+    envs: Any = None,
+    user: UserSimulator | None = None,
+    sandbox: Any = None,
+    publisher: WeightPublisher | None = None,
+) -> TrainResult:
+    """Run one GRPO round of `config.max_steps` optimizer steps on `tasks`, starting from `policy_dir`.
+
+    Checkpoints go to `out_dir/checkpoints/`; the result's `policy_dir` is the last one (the next
+    round's input). `envs` maps environment names to loaded environments (default: the registry);
+    `user` plays the user in conversational tasks; `sandbox` runs synthesized environments' tools;
+    `publisher` pushes new weights to an HTTP rollout server after every update (and is not
+    needed for local rollouts, which sample from the trainer's own model).
+    """
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    policy_dir = Path(policy_dir)
+    prepared, skipped = await prepare_tasks(
+        tasks, envs, sandbox=sandbox, system_prompt=config.system_prompt, tool_subset=config.tool_subset
+    )
+    if not prepared:
+        raise ValueError(f"no trainable tasks for round {round_id} ({len(skipped)} skipped: {skipped[:3]})")
+    offset, start_dir = 0, policy_dir
+    latest = latest_checkpoint(out_dir)
+    if latest is not None and latest[1].phase == "grpo" and latest[1].round_id == round_id:
+        offset, start_dir = latest[1].step, latest[0]
+        log.info("grpo.resume", round=round_id, step=offset, checkpoint=str(start_dir))
+    if offset >= config.max_steps:
+        assert latest is not None
+        return TrainResult(
+            round_id=round_id,
+            phase="grpo",
+            policy_dir=latest[0],
+            steps=0,
+            resumed_from_step=offset,
+            total_steps=offset,
+            seconds=time.perf_counter() - started,
+            checkpoints=[CheckpointInfo(path=latest[0], step=offset, reward_mean=latest[1].reward_mean)],
+        )
+    factory = (
+        _http_policy_factory(config) if config.rollout_backend == "http" else _local_policy_factory(config)
+    )
+    bridge = RolloutBridge(prepared, config, policy_factory=factory, user=user, sandbox=sandbox)
+    run = _Run(
+        round_id=round_id,
+        config=config,
+        out_dir=out_dir,
+        parent=str(policy_dir),
+        offset=offset,
+        bridge=bridge,
+        on_step=on_step,
+        safe_point=safe_point,
+        publisher=publisher,
+    )
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, tokenizer = await anyio.to_thread.run_sync(
+        functools.partial(load_policy, start_dir, device=device)
+    )
+    run.tokenizer = tokenizer
+    log.info(
+        "grpo.start",
+        round=round_id,
+        tasks=len(prepared),
+        skipped=len(skipped),
+        steps=config.max_steps,
+        from_step=offset,
+        group_size=config.group_size,
+        tasks_per_step=config.tasks_per_step,
+    )
+    await anyio.to_thread.run_sync(_train_sync, model, tokenizer, prepared, run, config.max_steps - offset)
+    if run.stop_error is not None:
+        raise run.stop_error
+    history = bridge.history
+    rewards = [s.reward_mean * s.episodes for s in history]
+    episodes = sum(s.episodes for s in history)
+    final = run.checkpoints[-1].path if run.checkpoints else start_dir
+    return TrainResult(
+        round_id=round_id,
+        phase="grpo",
+        policy_dir=final,
+        steps=len(run.metrics),
+        resumed_from_step=offset,
+        total_steps=offset + len(run.metrics),
+        reward_mean=sum(rewards) / episodes if episodes else None,
+        pass_rate=sum(s.pass_rate * s.episodes for s in history) / episodes if episodes else None,
+        zero_variance_groups=sum(s.zero_variance_groups for s in history),
+        groups=sum(s.groups for s in history),
+        episodes=episodes,
+        skipped=len(skipped),
+        seconds=time.perf_counter() - started,
+        checkpoints=run.checkpoints,
+        metrics=run.metrics,
+    )

@@ -1,0 +1,257 @@
+"""The learning demonstration behind `arena bench learn`: base → SFT warm-up → GRPO, on held-out envs.
+
+Training tasks come from the training environments only; the evaluation set is the multi-step
+tasks (at least two reference calls, at least one of them a write, autonomous) of environments
+held out of training. Every stage is evaluated with the same `TrainerConfig` (system prompt, tool
+view, history window, caps), so the only thing that changes between the three evaluations is the
+weights. The report has pass rate (Wilson 95%) and mean reward (task bootstrap 95%) per environment
+and overall, the paired differences between stages, and wall times.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+from pydantic import BaseModel, Field
+
+from arena.episode.runner import EpisodeConfig
+from arena.tasks.model import Task
+from arena.types import SamplingParams
+from trainer.checkpoints import load_policy
+from trainer.config import SftConfig, TrainerConfig
+from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task
+from trainer.grpo import train_round
+from trainer.sft import sft_warmup
+from trainer.tasks import prepare_tasks
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_EVAL_ENVS = ("library", "email", "flights")
+QUICK_EVAL_ENVS = ("library", "email")
+
+
+class LearnBenchConfig(BaseModel):
+    """What the learning benchmark runs."""
+
+    eval_envs: list[str] = Field(default_factory=lambda: list(DEFAULT_EVAL_ENVS))
+    train_envs: list[str] | None = None  # default: every other executable environment with tasks
+    max_train_tasks: int | None = Field(default=None, ge=1)  # a deterministic subset (CPU budget)
+    eval_samples: int = Field(default=1, ge=1)  # >1 samples at eval_temperature
+    eval_temperature: float = Field(default=0.0, ge=0.0)
+    trainer: TrainerConfig
+
+
+def default_trainer_config(quick: bool) -> TrainerConfig:
+    """The CPU demo: compact prompts, tool subsets, short episodes, small groups."""
+    return TrainerConfig(
+        group_size=4,
+        tasks_per_step=2,
+        max_steps=2 if quick else 16,
+        learning_rate=2e-6,
+        system_prompt="compact",
+        tool_subset=0 if quick else 1,
+        save_every=4,
+        micro_batch_size=1,
+        keep_last=1,
+        episode=EpisodeConfig(
+            max_turns=4,
+            max_tokens_per_turn=80,
+            max_total_tokens=1536,
+            params=SamplingParams(temperature=1.0, logprobs=True),
+        ),
+        sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4),
+    )
+
+
+class StageReport(BaseModel):
+    """One evaluated policy."""
+
+    stage: str
+    policy: str
+    eval: EvalReport
+    train_seconds: float = 0.0
+    train_steps: int = 0
+
+
+class LearnReport(BaseModel):
+    """What `arena bench learn --json` prints."""
+
+    eval_envs: list[str]
+    train_envs: list[str]
+    train_tasks: int
+    eval_tasks: int
+    stages: list[StageReport]
+    pass_rate: dict[str, Interval]  # stage → overall pass rate
+    reward: dict[str, Interval]
+    per_env_pass_rate: dict[str, dict[str, Interval]]  # stage → env → pass rate
+    sft_minus_base: Interval  # paired over tasks, pass rate
+    grpo_minus_base: Interval
+    grpo_minus_sft: Interval
+    targets: dict[str, bool]
+    wall_seconds: float
+    notes: list[str] = Field(default_factory=list)
+
+
+def is_eval_task(task: Task, env: Any) -> bool:
+    """A multi-step task: two or more reference calls, at least one write, autonomous."""
+    writes = set(env.write_tools)
+    return (
+        task.mode == "autonomous"
+        and len(task.reference) >= 2
+        and any(c.name in writes for c in task.reference)
+    )
+
+
+def load_task_sets(
+    config: LearnBenchConfig, registry: Any
+) -> tuple[dict[str, Any], list[Task], list[Task], list[str]]:
+    """(envs, training tasks, evaluation tasks, training env names) from the bundled tasks."""
+    from arena.tasks.toml_io import load_tasks
+
+    envs: dict[str, Any] = {}
+    names = registry.names()
+    unknown = [n for n in config.eval_envs if n not in names]
+    if unknown:
+        raise ValueError(f"unknown evaluation environment(s): {', '.join(unknown)}")
+    train_names = config.train_envs or [n for n in names if n not in config.eval_envs]
+    overlap = set(train_names) & set(config.eval_envs)
+    if overlap:
+        raise ValueError(f"environments both trained on and held out: {', '.join(sorted(overlap))}")
+    train: list[Task] = []
+    held: list[Task] = []
+    for name in [*train_names, *config.eval_envs]:
+        env = registry.get(name)
+        if env.kind != "executable" or env.sandboxed or env.tasks_path is None:
+            continue
+        envs[name] = env
+        tasks = load_tasks(env.path, env.name, tools=env.tools)
+        if name in config.eval_envs:
+            held.extend(t for t in tasks if is_eval_task(t, env))
+        else:
+            train.extend(t for t in tasks if t.mode == "autonomous" and t.reference)
+    if config.max_train_tasks is not None and len(train) > config.max_train_tasks:
+        # Round-robin over environments so the subset keeps every training environment.
+        by_env: dict[str, list[Task]] = {}
+        for t in train:
+            by_env.setdefault(t.env, []).append(t)
+        picked: list[Task] = []
+        while len(picked) < config.max_train_tasks:
+            for queue in by_env.values():
+                if queue and len(picked) < config.max_train_tasks:
+                    picked.append(queue.pop(0))
+        train = picked
+    used = {t.env for t in train}
+    return envs, train, held, [n for n in train_names if n in used]
+
+
+async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:
+    from simulate.local import LocalChatModel
+
+    model, tokenizer = await anyio.to_thread.run_sync(functools.partial(load_policy, policy_dir))
+    model.eval()
+    chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
+    params = SamplingParams(temperature=config.eval_temperature, logprobs=False)
+    eval_config = config.trainer.model_copy(
+        update={"episode": config.trainer.episode.model_copy(update={"params": params})}
+    )
+    return await evaluate(chat, prepared, eval_config, samples=config.eval_samples)
+
+
+async def run_learn_bench(
+    base_dir: Path, out_dir: Path, config: LearnBenchConfig, *, progress: Callable[[str], None] | None = None
+) -> LearnReport:
+    """Evaluate the base model, warm it up with SFT, train GRPO, evaluate after each stage."""
+    from arena.env.registry import Registry
+
+    started = time.perf_counter()
+    say = progress or (lambda _m: None)
+    envs, train_tasks, eval_tasks, train_names = load_task_sets(config, Registry())
+    cfg = config.trainer
+    eval_prepared, skipped = await prepare_tasks(
+        eval_tasks, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset
+    )
+    notes = [f"evaluation task skipped: {s}" for s in skipped]
+    if not eval_prepared or not train_tasks:
+        raise ValueError("the learning benchmark needs training tasks and held-out evaluation tasks")
+    say(
+        f"{len(train_tasks)} training tasks from {len(train_names)} envs, {len(eval_prepared)} held-out tasks"
+    )
+
+    stages: list[StageReport] = []
+    say("evaluating the base model")
+    stages.append(
+        StageReport(
+            stage="base", policy=str(base_dir), eval=await _evaluate_dir(base_dir, eval_prepared, config)
+        )
+    )
+    say(f"base pass rate {stages[-1].eval.overall.pass_rate.value:.2f}; SFT warm-up")
+
+    sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
+    stages.append(
+        StageReport(
+            stage="sft",
+            policy=str(sft.policy_dir),
+            train_seconds=sft.seconds,
+            train_steps=sft.steps,
+            eval=await _evaluate_dir(sft.policy_dir, eval_prepared, config),
+        )
+    )
+    say(f"SFT pass rate {stages[-1].eval.overall.pass_rate.value:.2f}; GRPO")
+
+    grpo = await train_round(
+        1,
+        train_tasks,
+        sft.policy_dir,
+        out_dir / "grpo",
+        cfg,
+        envs=envs,
+        on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
+    )
+    stages.append(
+        StageReport(
+            stage="grpo",
+            policy=str(grpo.policy_dir),
+            train_seconds=grpo.seconds,
+            train_steps=grpo.steps,
+            eval=await _evaluate_dir(grpo.policy_dir, eval_prepared, config),
+        )
+    )
+    if grpo.groups:
+        notes.append(
+            f"GRPO: {grpo.zero_variance_groups}/{grpo.groups} groups had zero reward variance (dropped)"
+        )
+
+    by = {s.stage: s.eval for s in stages}
+    passes = {k: per_task(v, "passed") for k, v in by.items()}
+    sft_base = paired_bootstrap_diff(passes["base"], passes["sft"])
+    grpo_base = paired_bootstrap_diff(passes["base"], passes["grpo"])
+    grpo_sft = paired_bootstrap_diff(passes["sft"], passes["grpo"])
+    wall = time.perf_counter() - started
+    return LearnReport(
+        eval_envs=list(config.eval_envs),
+        train_envs=train_names,
+        train_tasks=len(train_tasks),
+        eval_tasks=len(eval_prepared),
+        stages=stages,
+        pass_rate={k: v.overall.pass_rate for k, v in by.items()},
+        reward={k: v.overall.reward for k, v in by.items()},
+        per_env_pass_rate={k: {e: s.pass_rate for e, s in v.per_env.items()} for k, v in by.items()},
+        sft_minus_base=sft_base,
+        grpo_minus_base=grpo_base,
+        grpo_minus_sft=grpo_sft,
+        targets={
+            "grpo_minus_base_at_least_20_points": grpo_base.value >= 0.20,
+            "grpo_minus_sft_at_least_5_points": grpo_sft.value >= 0.05,
+            "grpo_minus_sft_interval_excludes_zero": grpo_sft.low > 0,
+            "within_60_minutes": wall <= 3600,
+        },
+        wall_seconds=wall,
+        notes=notes,
+    )

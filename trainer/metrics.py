@@ -1,0 +1,97 @@
+"""What the trainer reports: one `StepMetrics` per optimizer step, a `TrainResult` per call.
+
+Records are plain pydantic models handed to an observer callback (`on_step`); ops turns them into
+Prometheus metrics and log lines. The trainer never imports ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class RolloutStats(BaseModel):
+    """What one batch of episodes looked like (computed by the rollout bridge)."""
+
+    episodes: int = 0
+    groups: int = 0
+    zero_variance_groups: int = 0  # groups whose rewards were all equal (dropped from the loss)
+    reward_mean: float = 0.0
+    reward_std: float = 0.0
+    pass_rate: float = 0.0
+    mean_turns: float = 0.0  # policy turns per episode
+    mean_policy_tokens: float = 0.0  # sampled tokens per episode
+    generated_tokens: int = 0
+    seconds: float = 0.0
+    chain_breaks: int = 0  # episodes whose later turns could not be trained (prompt re-rendered)
+    finishes: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def zero_variance_fraction(self) -> float:
+        """Share of groups without signal."""
+        return self.zero_variance_groups / self.groups if self.groups else 0.0
+
+
+class StepMetrics(BaseModel):
+    """One optimizer step (GRPO) or one logging step (SFT)."""
+
+    phase: Literal["grpo", "sft"]
+    round_id: int
+    step: int  # global optimizer step in this run (1-based)
+    loss: float
+    learning_rate: float = 0.0
+    grad_norm: float | None = None
+    reward_mean: float | None = None
+    reward_std: float | None = None
+    pass_rate: float | None = None
+    kl: float | None = None
+    entropy: float | None = None
+    clip_fraction: float | None = None  # share of tokens whose ratio was clipped
+    tokens_per_s: float | None = None  # sampled tokens per second of rollout
+    episode_length: float | None = None  # mean policy turns per episode
+    episode_tokens: float | None = None  # mean sampled tokens per episode
+    zero_variance_fraction: float | None = None
+    seconds: float = 0.0  # wall time of the step (rollouts included)
+
+    def finite(self) -> bool:
+        """Every reported number is finite (a NaN loss means training diverged)."""
+        values = [v for v in self.model_dump().values() if isinstance(v, float)]
+        return all(math.isfinite(v) for v in values)
+
+
+class CheckpointInfo(BaseModel):
+    """A saved checkpoint, as returned in `TrainResult`."""
+
+    path: Path
+    step: int
+    reward_mean: float | None = None
+
+
+class TrainResult(BaseModel):
+    """The outcome of one `train_round` or `sft_warmup` call."""
+
+    round_id: int
+    phase: Literal["grpo", "sft"]
+    policy_dir: Path  # the new policy (a checkpoint folder): the next round's input
+    steps: int  # optimizer steps taken in this call (resumed ones excluded)
+    resumed_from_step: int = 0
+    total_steps: int = 0
+    stopped: bool = False  # safe_point asked to stop; policy_dir is the checkpoint saved then
+    reward_mean: float | None = None  # over all rollouts of the call
+    pass_rate: float | None = None
+    zero_variance_groups: int = 0
+    groups: int = 0
+    episodes: int = 0
+    examples: int = 0  # SFT: trajectories trained on
+    skipped: int = 0  # SFT: tasks whose reference could not be rendered; GRPO: unknown tasks
+    seconds: float = 0.0
+    checkpoints: list[CheckpointInfo] = Field(default_factory=list)
+    metrics: list[StepMetrics] = Field(default_factory=list)
+
+
+OnStep = Callable[[StepMetrics], None]
+SafePoint = Callable[[], Awaitable[None]]

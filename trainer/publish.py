@@ -1,0 +1,162 @@
+"""Publishing new weights to whatever generates the rollouts.
+
+`WeightPublisher.publish(checkpoint, round_id=…, step=…)` is called after an update (or a round)
+with a checkpoint folder (safetensors + tokenizer, see `trainer.checkpoints`):
+
+- `LocalWeightPublisher` loads the weights into a local model (the daemon's policy
+  `LocalChatModel`, or anything with `load_weights(path)`), between decode batches;
+- `HttpWeightPublisher` copies the checkpoint into a folder the vLLM server can read (a shared
+  volume) and asks the server to reload from it over HTTP (vLLM's dev-mode `collective_rpc`
+  endpoint calling the workers' `reload_weights`), then resets the prefix cache so no stale KV
+  entries from the old weights are reused. Requests are retried a few times on connection errors
+  and 5xx; any other failure raises `PublishError` with the server's message.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+import anyio.to_thread
+import httpx
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class PublishError(RuntimeError):
+    """New weights could not be published (the rollout server refused or is unreachable)."""
+
+
+@runtime_checkable
+class WeightPublisher(Protocol):
+    """Pushes a checkpoint to the rollout generator."""
+
+    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
+        """Make the rollout model use the weights in `checkpoint`. Raises `PublishError`."""
+        ...
+
+
+class WeightTarget(Protocol):
+    """A local model that can load a checkpoint folder (`simulate.local.LocalChatModel`)."""
+
+    def load_weights(self, path: str | Path) -> None: ...
+
+
+class LocalWeightPublisher:
+    """Loads published checkpoints into an in-process model (CPU demo, single-GPU setups)."""
+
+    def __init__(self, target: WeightTarget) -> None:
+        self.target = target
+        self.published: list[tuple[Path, int, int]] = []
+
+    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
+        """Load the checkpoint's safetensors into the target model (in a worker thread)."""
+        if not _has_weights(Path(checkpoint)):
+            raise PublishError(f"{checkpoint} holds no safetensors weights")
+        try:
+            await anyio.to_thread.run_sync(self.target.load_weights, checkpoint)
+        except Exception as exc:
+            raise PublishError(f"loading {checkpoint} into the local policy failed: {exc}") from exc
+        self.published.append((Path(checkpoint), round_id, step))
+        log.info("weights.published", kind="local", path=str(checkpoint), round=round_id, step=step)
+
+
+class HttpWeightPublisher:
+    """Shares a checkpoint through a folder and tells a vLLM server to reload from it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        shared_dir: Path,
+        *,
+        reload_path: str = "/collective_rpc",
+        reset_cache_path: str | None = "/reset_prefix_cache",
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self.shared_dir = Path(shared_dir)
+        self.reload_path = reload_path
+        self.reset_cache_path = reset_cache_path
+        self.retries = retries
+        self.backoff_s = backoff_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client_args: dict[str, Any] = {"timeout": timeout_s, "headers": headers, "transport": transport}
+
+    def shared_path(self, round_id: int, step: int) -> Path:
+        """Where the server reads the weights of one publication."""
+        return self.shared_dir / f"round-{round_id:04d}-step-{step:06d}"
+
+    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
+        """Copy the checkpoint to the shared folder, then ask the server to reload from it."""
+        checkpoint = Path(checkpoint)
+        if not _has_weights(checkpoint):
+            raise PublishError(f"{checkpoint} holds no safetensors weights")
+        target = self.shared_path(round_id, step)
+        await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
+        body = {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(target)}}
+        async with httpx.AsyncClient(**self._client_args) as client:
+            await self._post(client, self.reload_path, body)
+            if self.reset_cache_path:
+                await self._post(client, self.reset_cache_path, None)
+        log.info(
+            "weights.published",
+            kind="http",
+            path=str(target),
+            server=self.base_url,
+            round=round_id,
+            step=step,
+        )
+
+    async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any] | None) -> None:
+        url = self.base_url + path
+        last = ""
+        for attempt in range(self.retries + 1):
+            try:
+                response = await client.post(url, json=body)
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 300:
+                    return
+                last = f"HTTP {response.status_code}: {response.text[:300]}"
+                if response.status_code < 500:
+                    break  # the server refused the request itself: retrying will not help
+            if attempt < self.retries:
+                await anyio.sleep(self.backoff_s * (2**attempt))
+        raise PublishError(f"POST {url} failed: {last}")
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors"))
+
+
+def _copy_folder(source: Path, target: Path) -> None:
+    """Copy atomically: the server must never see a half-copied folder."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+
+
+def build_publisher(config: Any, local_target: WeightTarget | None = None) -> WeightPublisher | None:
+    """The publisher a `PublishConfig` describes (None: local kind without a target to load into)."""
+    if config.kind == "http":
+        return HttpWeightPublisher(
+            config.base_url,
+            config.shared_dir,
+            reload_path=config.reload_path,
+            api_key=config.api_key,
+            timeout_s=config.timeout_s,
+        )
+    return LocalWeightPublisher(local_target) if local_target is not None else None

@@ -1,0 +1,236 @@
+"""The rollout → trainer bridge: Arena episodes in, TRL's rollout dictionary out.
+
+TRL's `GRPOTrainer` calls `rollout_func(prompts, trainer)` synchronously in its own thread, with
+every prompt already repeated G times (one entry per completion). Each prompt is a one-message
+conversation carrying the task key (`task_prompt`), so the bridge looks the task up, runs the G
+episodes of every task concurrently on the event loop (`anyio.from_thread.run`), verifies them and
+returns, per entry, the first token chain of the episode:
+
+- `prompt_ids`: the first prompt (system prompt, tools and the task), exactly as rendered;
+- `completion_ids`: everything after it — policy turns, tool results, template glue;
+- `env_mask`: 1 on the policy's sampled tokens, 0 on tool results and glue (TRL multiplies it
+  into the loss mask);
+- `logprobs`: the sampling logprobs (0.0 where not sampled);
+- `reward`: the verifier's reward, forwarded to `reward_from_rollout`.
+
+A group whose rewards are all equal carries no GRPO signal; with `drop_zero_variance` its
+`env_mask` is zeroed, which removes it from the loss *and* from the token normaliser (it is
+counted in `RolloutStats.zero_variance_groups`). When the chat template re-rendered an earlier
+turn differently (a `ChainBreak`), the turns after the break are not trained: only the first chain
+is exactly what the model saw as one sequence.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import structlog
+
+from arena.episode.runner import run_episode
+from arena.episode.transcript import Transcript
+from arena.protocols import ChatModel, UserSimulator
+from arena.tasks.reward import Verdict
+from arena.tasks.verify import verify
+from trainer.config import TrainerConfig
+from trainer.metrics import RolloutStats
+from trainer.tasks import PreparedTask
+
+log = structlog.get_logger(__name__)
+
+TASK_TAG = "arena-task:"
+
+
+def task_prompt(key: str) -> list[dict[str, str]]:
+    """The dataset prompt for a task: a placeholder conversation that carries its key."""
+    return [{"role": "user", "content": f"{TASK_TAG}{key}"}]
+
+
+def prompt_key(prompt: Any) -> str:
+    """The task key carried by a dataset prompt (a conversation or a plain string)."""
+    text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+    if not isinstance(text, str) or not text.startswith(TASK_TAG):
+        raise ValueError(f"rollout prompt does not carry an Arena task key: {str(text)[:80]!r}")
+    return text[len(TASK_TAG) :]
+
+
+async def run_and_verify(
+    policy: ChatModel,
+    item: PreparedTask,
+    config: TrainerConfig,
+    *,
+    user: UserSimulator | None = None,
+    sandbox: Any = None,
+) -> tuple[Transcript, Verdict]:
+    """One episode of a prepared task on a fresh instance, and its verdict."""
+    instance = item.env.new_instance(sandbox=sandbox) if item.env.sandboxed else item.env.new_instance()
+    try:
+        transcript = await run_episode(
+            policy, instance, item.task, user=user, config=config.episode, system_prompt=item.system_prompt
+        )
+        verdict = await verify(
+            item.task,
+            instance,
+            transcript,
+            config=config.reward,
+            expected_state=item.expected_state,
+            env=item.env,
+            sandbox=sandbox,
+            judge=None,
+        )
+    finally:
+        await instance.aclose()
+    return transcript, verdict
+
+
+def training_sample(
+    transcript: Transcript, pad_id: int
+) -> tuple[list[int], list[int], list[int], list[float]]:
+    """(prompt_ids, completion_ids, env_mask, logprobs) of an episode's first token chain.
+
+    An episode without tokens (the policy failed before its first turn) yields a one-token
+    placeholder whose mask is 0, so it still fills its slot but trains nothing.
+    """
+    if not transcript.chains or len(transcript.chains[0].segments) < 2:
+        return [pad_id], [pad_id], [0], [0.0]
+    chain = transcript.chains[0]
+    return chain.prompt_ids(), chain.completion_ids(), chain.mask(), chain.logprobs()
+
+
+class RolloutBridge:
+    """The `rollout_func` for TRL: runs and verifies the episodes of each generation batch."""
+
+    def __init__(
+        self,
+        tasks: Sequence[PreparedTask],
+        config: TrainerConfig,
+        *,
+        policy_factory: Callable[[Any], ChatModel],
+        user: UserSimulator | None = None,
+        sandbox: Any = None,
+        on_rollout: Callable[[RolloutStats, list[tuple[str, Transcript, Verdict]]], None] | None = None,
+    ) -> None:
+        self.tasks: Mapping[str, PreparedTask] = {t.key: t for t in tasks}
+        self.config = config
+        self.policy_factory = policy_factory
+        self.user = user
+        self.sandbox = sandbox
+        self.on_rollout = on_rollout
+        self._policy: ChatModel | None = None
+        self.history: list[RolloutStats] = []
+
+    # TRL calls the instance: rollout_func(prompts, trainer)
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        keys = [prompt_key(p) for p in prompts]
+        unknown = sorted({k for k in keys if k not in self.tasks})
+        if unknown:
+            raise KeyError(f"rollout asked for tasks that were not prepared: {unknown[:5]}")
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if self._policy is None:
+            self._policy = self.policy_factory(trainer)
+        was_training = model.training
+        model.eval()  # rollouts sample from the current weights without dropout or checkpointing
+        started = time.perf_counter()
+        try:
+            results = anyio.from_thread.run(self.rollout, keys)
+        finally:
+            if was_training:
+                model.train()
+        seconds = time.perf_counter() - started
+        pad_id = int(trainer.processing_class.pad_token_id or 0)
+        return self.build_output(keys, results, pad_id=pad_id, seconds=seconds)
+
+    async def rollout(
+        self, keys: list[str], policy: ChatModel | None = None
+    ) -> list[tuple[Transcript, Verdict]]:
+        """Run and verify one episode per key, concurrently (up to `rollout_concurrency`), in order."""
+        if policy is not None:
+            self._policy = policy
+        assert self._policy is not None, "no policy: pass one or call the bridge from TRL"
+        limiter = anyio.CapacityLimiter(self.config.rollout_concurrency)
+        results: list[tuple[Transcript, Verdict] | None] = [None] * len(keys)
+
+        async def one(i: int, key: str) -> None:
+            async with limiter:
+                results[i] = await run_and_verify(
+                    self._policy, self.tasks[key], self.config, user=self.user, sandbox=self.sandbox
+                )
+
+        async with anyio.create_task_group() as tg:
+            for i, key in enumerate(keys):
+                tg.start_soon(one, i, key)
+        return [r for r in results if r is not None]
+
+    def build_output(
+        self, keys: list[str], results: list[tuple[Transcript, Verdict]], *, pad_id: int, seconds: float
+    ) -> dict[str, list[Any]]:
+        """TRL's rollout dictionary from the episodes (one per key, in order), zero-variance groups masked."""
+        prompt_ids, completion_ids, env_mask, logprobs, rewards = [], [], [], [], []
+        breaks = 0
+        for transcript, verdict in results:
+            p, c, m, lp = training_sample(transcript, pad_id)
+            prompt_ids.append(p)
+            completion_ids.append(c)
+            env_mask.append(m)
+            logprobs.append(lp)
+            rewards.append(float(verdict.reward))
+            breaks += bool(transcript.chain_breaks)
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            groups[key].append(i)
+        zero = 0
+        for members in groups.values():
+            values = [rewards[i] for i in members]
+            if max(values) - min(values) < 1e-9:
+                zero += 1
+                if self.config.drop_zero_variance:
+                    for i in members:
+                        env_mask[i] = [0] * len(env_mask[i])
+        policy_tokens = [sum(len(s.token_ids) for s in t.segments if s.kind == "policy") for t, _ in results]
+        stats = RolloutStats(
+            episodes=len(results),
+            groups=len(groups),
+            zero_variance_groups=zero,
+            reward_mean=statistics.fmean(rewards) if rewards else 0.0,
+            reward_std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+            pass_rate=statistics.fmean(v.passed for _, v in results) if results else 0.0,
+            mean_turns=statistics.fmean(t.num_turns for t, _ in results) if results else 0.0,
+            mean_policy_tokens=statistics.fmean(policy_tokens) if policy_tokens else 0.0,
+            generated_tokens=sum(policy_tokens),
+            seconds=seconds,
+            chain_breaks=breaks,
+            finishes=dict(Counter(t.finish for t, _ in results)),
+        )
+        self.history.append(stats)
+        log.info(
+            "grpo.rollout",
+            episodes=stats.episodes,
+            groups=stats.groups,
+            zero_variance=zero,
+            reward_mean=round(stats.reward_mean, 3),
+            pass_rate=round(stats.pass_rate, 3),
+            seconds=round(seconds, 1),
+            chain_breaks=breaks,
+        )
+        if self.on_rollout is not None:
+            self.on_rollout(stats, [(k, t, v) for k, (t, v) in zip(keys, results, strict=True)])
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": logprobs,
+            "env_mask": env_mask,
+            "reward": rewards,
+        }
+
+
+def reward_from_rollout(
+    prompts: list[Any], completions: list[Any], reward: list[float], **_: Any
+) -> list[float]:
+    """TRL reward function: the verifier's reward computed during the rollout."""
+    return [float(r) if r is not None and math.isfinite(r) else 0.0 for r in reward]
