@@ -1,0 +1,1 @@
+"""Operations: the daemon, admin API, metrics, logging, configuration, CLI and deploy files."""

@@ -1,0 +1,1 @@
+"""One module per command family; each defines `register(cli)`. See `ops.cli`."""

@@ -1,0 +1,115 @@
+"""`arena status|pause|resume|stop`: clients of the daemon's admin API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ops.cli import Cli, CliError
+
+
+def register(cli: Cli) -> None:
+    """Add the admin client commands."""
+    for name, help_text in (
+        ("status", "Show the daemon's round, phase, pause state, progress and pass rates."),
+        ("pause", "Pause rounds at the next safe point (persists across restarts)."),
+        ("resume", "Resume paused rounds."),
+        ("stop", "Ask the daemon to finish its current step and exit."),
+    ):
+        p = cli.command(name, help_text)
+        p.add_argument("--url", help="admin API base URL (default: http://<admin.address> from the config)")
+        p.add_argument("--config", type=Path, help="TOML configuration file (default: $ARENA_CONFIG)")
+        if name == "status":
+            p.add_argument("--json", action="store_true", help="print the raw JSON")
+        if name == "pause":
+            p.add_argument("--reason", default="", help="why (kept in the audit log)")
+        p.set_defaults(func=_handler(name))
+
+
+def _target(args: argparse.Namespace) -> tuple[str, str | None]:
+    from ops.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    token = config.admin.token.get_secret_value() if config.admin.token else None
+    if args.url:
+        return args.url.rstrip("/"), token
+    host = config.admin.host
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"  # listening on every address: reach it locally
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{config.admin.port}", token
+
+
+def request(method: str, url: str, token: str | None, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One admin API call; user-facing errors as `CliError`."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = float(os.environ.get("ARENA_ADMIN_TIMEOUT", "10"))
+    try:
+        resp = httpx.request(method, url, headers=headers, json=body, timeout=timeout)
+    except httpx.ConnectError:
+        raise CliError(f"no daemon answering at {url} (is `arena run` running?)") from None
+    except httpx.HTTPError as exc:
+        raise CliError(f"admin API at {url} failed: {exc}") from None
+    if resp.status_code == 401:
+        raise CliError("the daemon refused the admin token: set ARENA_ADMIN_TOKEN to its token")
+    try:
+        data = resp.json()
+    except ValueError:
+        raise CliError(f"admin API at {url} answered {resp.status_code} without JSON") from None
+    if resp.status_code >= 400:
+        raise CliError(f"admin API at {url} answered {resp.status_code}: {data.get('error', data)}")
+    return data
+
+
+def _handler(name: str) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        base, token = _target(args)
+        if name == "status":
+            data = request("GET", f"{base}/status", token)
+            print(json.dumps(data, indent=2) if args.json else _render_status(data))
+            return 0
+        body = {"reason": args.reason} if name == "pause" and args.reason else None
+        data = request("POST", f"{base}/{name}", token, body)
+        if name == "stop":
+            print("stopping: the daemon finishes its current step and exits")
+        else:
+            state = "paused" if data.get("paused") else "running"
+            print(f"{state}" + ("" if data.get("changed") else " (unchanged)"))
+        return 0
+
+    return handler
+
+
+def _render_status(data: dict[str, Any]) -> str:
+    progress = data.get("progress") or {}
+    lines = [
+        f"round:      {data.get('round')}  phase: {data.get('phase') or '-'}",
+        f"state:      {'paused' if data.get('paused') else 'running'}"
+        + (
+            f" since {data['paused_since']} ({data.get('pause_reason') or 'no reason'})"
+            if data.get("paused")
+            else ""
+        )
+        + ("  stopping" if data.get("stopping") else ""),
+        f"ready:      {data.get('ready')}",
+        f"progress:   {progress.get('done', 0)}/{progress.get('total', 0)} {progress.get('note', '')}".rstrip(),
+        f"last round: {data.get('last_completed_round')}",
+    ]
+    rates = data.get("last_pass_rates") or {}
+    for env, rate in sorted(rates.items()):
+        lines.append(f"  {env:<28} pass rate {rate:.2f}")
+    cur = data.get("curriculum") or {}
+    if cur.get("environments"):
+        lines.append(
+            f"curriculum: {cur['environments']} environments, mean difficulty {cur['mean_difficulty']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""`arena bench learn [--json] [--quick]`: the learning demonstration on CPU with the embedded model.
+
+Evaluates the base model on multi-step tasks of held-out environments, runs the SFT warm-up and a
+GRPO round on tasks of the other environments, evaluates after each stage and prints pass rates
+and mean rewards with 95% intervals (per environment and overall), the paired gains, and wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+
+from ops.cli import Cli, CliError
+from ops.commands.envs import quiet_logs
+
+
+def _pct(i: dict[str, float]) -> str:
+    return f"{100 * i['value']:5.1f}% [{100 * i['low']:5.1f}, {100 * i['high']:5.1f}]"
+
+
+def cmd_bench_learn(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its report."""
+    quiet_logs()
+    from simulate.embedded import EmbeddedModelMissing, ensure_embedded_model
+    from trainer.learn_bench import (
+        DEFAULT_EVAL_ENVS,
+        QUICK_EVAL_ENVS,
+        LearnBenchConfig,
+        default_trainer_config,
+        run_learn_bench,
+    )
+
+    try:
+        base = Path(args.model) if args.model else ensure_embedded_model()
+    except EmbeddedModelMissing as exc:
+        raise CliError(str(exc)) from exc
+    if not (base / "config.json").is_file():
+        raise CliError(f"{base} is not a model folder (no config.json)")
+    trainer = default_trainer_config(args.quick)
+    if args.grpo_steps is not None:
+        if args.grpo_steps < 1:
+            raise CliError("--grpo-steps must be at least 1")
+        trainer = trainer.model_copy(update={"max_steps": args.grpo_steps})
+    if args.sft_epochs is not None:
+        if args.sft_epochs <= 0:
+            raise CliError("--sft-epochs must be positive")
+        trainer = trainer.model_copy(
+            update={"sft": trainer.sft.model_copy(update={"epochs": args.sft_epochs})}
+        )
+    eval_envs = (
+        args.eval_envs.split(",")
+        if args.eval_envs
+        else list(QUICK_EVAL_ENVS if args.quick else DEFAULT_EVAL_ENVS)
+    )
+    config = LearnBenchConfig(
+        eval_envs=eval_envs,
+        eval_samples=args.samples,
+        max_train_tasks=args.train_tasks or (16 if args.quick else None),
+        eval_temperature=0.0 if args.samples == 1 else 0.7,
+        trainer=trainer,
+    )
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="arena-bench-learn-"))
+
+    def progress(message: str) -> None:
+        print(f"[bench learn] {message}", file=sys.stderr, flush=True)
+
+    try:
+        report = anyio.run(lambda: run_learn_bench(base, out, config, progress=progress))
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    data = report.model_dump(mode="json")
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(
+        f"held-out envs: {', '.join(report.eval_envs)} ({report.eval_tasks} tasks); "
+        f"trained on {', '.join(report.train_envs)} ({report.train_tasks} tasks)"
+    )
+    for stage in data["stages"]:
+        overall = stage["eval"]["overall"]
+        print(
+            f"{stage['stage']:>5}: pass {_pct(overall['pass_rate'])}  reward {_pct(overall['reward'])}  "
+            f"train {stage['train_seconds']:.0f}s, eval {stage['eval']['seconds']:.0f}s"
+        )
+    for key in ("sft_minus_base", "grpo_minus_base", "grpo_minus_sft"):
+        print(f"{key}: {_pct(data[key])}")
+    print(f"wall time {report.wall_seconds / 60:.1f} min; targets: {report.targets}")
+    for note in report.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def register(cli: Cli) -> None:
+    """Add `arena bench learn`."""
+    p = cli.group("bench", help="performance benchmarks (JSON with --json)").add_parser(
+        "learn", help="learning demo: base vs SFT vs GRPO on held-out environments (CPU, embedded model)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quick", action="store_true", help="a short run (fewer steps, two held-out envs)")
+    p.add_argument("--model", help="base model folder (default: the embedded model)")
+    p.add_argument("--out", help="folder for checkpoints (default: a temporary folder)")
+    p.add_argument("--eval-envs", help="comma-separated held-out environments")
+    p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
+    p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
+    p.add_argument("--train-tasks", type=int, help="use at most this many training tasks")
+    p.add_argument(
+        "--samples", type=int, default=1, help="evaluation episodes per task (>1 samples at T=0.7)"
+    )
+    p.set_defaults(func=cmd_bench_learn)

@@ -1,0 +1,333 @@
+"""`arena envs list|show|check`: what environments exist, what they offer, whether they are sound.
+
+Every command takes `--env-path` (repeatable, `:`-separated) on top of `ARENA_ENV_PATH` and the
+bundled set. `check` runs the loader's validation and the tool unit-test gate; a broken folder
+prints one line per problem and exits non-zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from arena.env.errors import EnvLoadError, Problem
+from arena.env.loader import is_env_dir, load_environment
+from arena.env.registry import check_env_path, discover, env_dirs_in, env_path_from_environ, split_env_path
+from arena.env.runtime import Environment, ToolSandbox
+from arena.env.unit_tests import run_tool_tests
+from ops.cli import Cli, CliError
+
+
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    # Looked up per logger: sys.stderr may be swapped (tests capture it) after configuration.
+    return structlog.PrintLogger(sys.stderr)
+
+
+def quiet_logs() -> None:
+    """Keep stdout for the command's output: unless logging is configured, log lines go to stderr."""
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=_stderr_logger)
+
+
+def env_path_parent() -> argparse.ArgumentParser:
+    """The shared `--env-path` option (a parent parser for every command that finds environments)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--env-path",
+        action="append",
+        default=[],
+        metavar="DIR[:DIR...]",
+        help="extra environment folders (an environment, or a parent of environments); "
+        "repeatable, added after ARENA_ENV_PATH",
+    )
+    return parent
+
+
+def env_path_of(args: argparse.Namespace) -> list[Path]:
+    """The `--env-path` folders; a missing or empty one is a user error, reported clearly."""
+    paths = split_env_path(args.env_path)
+    problems = check_env_path([*env_path_from_environ(), *paths])
+    if problems:
+        raise CliError("; ".join(str(p) for p in problems))
+    return paths
+
+
+def resolve_one(target: str, env_path: list[Path]) -> Path:
+    """An environment folder from a name or a path."""
+    as_path = Path(target)
+    if as_path.is_dir() and is_env_dir(as_path):
+        return as_path
+    found = discover(env_path)
+    if target in found:
+        return found[target]
+    known = ", ".join(found) or "(none)"
+    raise CliError(f"unknown environment {target!r} (known: {known})")
+
+
+def load_or_fail(path: Path) -> Environment:
+    """Load an environment for `show`; its problems become a clear CLI error."""
+    try:
+        return load_environment(path)
+    except EnvLoadError as exc:
+        for p in exc.problems:
+            print(f"  {p}", file=sys.stderr)
+        raise CliError(
+            f"environment at {path} is broken ({len(exc.problems)} problems, listed above)"
+        ) from None
+
+
+# ----------------------------------------------------------------------------------------- list
+
+
+def summary(env: Environment) -> dict[str, Any]:
+    """One `envs list --json` entry."""
+    return {
+        "name": env.name,
+        "title": env.title,
+        "category": env.category,
+        "kind": env.kind,
+        "origin": env.origin,
+        "tools": len(env.tool_names),
+        "write_tools": env.write_tools,
+        "version": env.version,
+        "path": str(env.path),
+        "ok": True,
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`arena envs list`."""
+    quiet_logs()
+    rows: list[dict[str, Any]] = []
+    for name, path in discover(env_path_of(args)).items():
+        try:
+            rows.append(summary(load_environment(path)))
+        except EnvLoadError as exc:
+            rows.append(
+                {"name": name, "path": str(path), "ok": False, "problems": [str(p) for p in exc.problems]}
+            )
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("no environments found (add folders with --env-path or ARENA_ENV_PATH)")
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        if not r["ok"]:
+            print(
+                f"{r['name']:<{width}}  BROKEN ({len(r['problems'])} problems: arena envs check {r['name']})"
+            )
+            continue
+        tools = f"{r['tools']} tools ({len(r['write_tools'])} write)"
+        print(
+            f"{r['name']:<{width}}  {r['kind']:<10}  {r['origin']:<11}  {tools:<20}  "
+            f"{' / '.join(r['category'])}: {r['title']}"
+        )
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- show
+
+
+def _param_lines(schema: dict[str, Any]) -> list[str]:
+    required = set(schema.get("required", []))
+    lines = []
+    for pname, prop in schema.get("properties", {}).items():
+        kind = prop.get("type") or " | ".join(
+            str(p.get("type", "?")) for p in prop.get("anyOf", []) if isinstance(p, dict)
+        )
+        if "enum" in prop:
+            kind = " | ".join(json.dumps(v) for v in prop["enum"])
+        if pname in required:
+            extra = ""
+        else:
+            extra = f" = {json.dumps(prop['default'])}" if "default" in prop else " (optional)"
+        lines.append(f"      {pname}: {kind or 'any'}{extra}  {prop.get('description', '')}".rstrip())
+    return lines
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """`arena envs show ENV`."""
+    quiet_logs()
+    env = load_or_fail(resolve_one(args.env, env_path_of(args)))
+    card = env.card()
+    if args.json:
+        print(json.dumps(card, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{env.title} ({env.name})")
+    print(f"  kind: {env.kind}   origin: {env.origin}   version: {env.version}   sandboxed: {env.sandboxed}")
+    print(f"  category: {' / '.join(env.category)}")
+    print(f"  path: {env.path}")
+    print(f"  now: {env.now}")
+    print("\nDescription:\n  " + env.description.strip().replace("\n", "\n  "))
+    if env.rules.strip():
+        print("\nRules:\n  " + env.rules.strip().replace("\n", "\n  "))
+    print(f"\nTools ({len(card['tools'])}):")
+    for t in card["tools"]:
+        print(f"  {t['name']}{'  [writes]' if t['writes'] else ''}")
+        print(f"      {t['description'].splitlines()[0] if t['description'] else ''}")
+        print("\n".join(_param_lines(t["parameters"])) or "      (no arguments)")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- check
+
+
+def check_targets(targets: list[str], env_path: list[Path]) -> list[tuple[str, Path | None, list[Problem]]]:
+    """(label, folder, problems-finding-it) for every target; no targets means every known one."""
+    if not targets:
+        return [(name, path, []) for name, path in discover(env_path).items()]
+    out: list[tuple[str, Path | None, list[Problem]]] = []
+    known: dict[str, Path] | None = None
+    for target in targets:
+        as_path = Path(target)
+        if as_path.is_dir():
+            dirs = env_dirs_in(as_path)
+            if not dirs:
+                out.append(
+                    (target, None, [Problem(path=target, message="no env.toml here or in its sub-folders")])
+                )
+            out.extend((str(d), d, []) for d in dirs)
+            continue
+        known = known if known is not None else discover(env_path)
+        if target in known:
+            out.append((target, known[target], []))
+        else:
+            out.append((target, None, [Problem(path=target, message="no such environment name or folder")]))
+    return out
+
+
+async def check_one(
+    label: str, path: Path | None, found: list[Problem], sandbox: ToolSandbox | None = None
+) -> dict[str, Any]:
+    """Validate one folder and run its tool tests (in `sandbox` when it must); a JSON-ready record."""
+    record: dict[str, Any] = {
+        "env": label,
+        "path": str(path) if path else None,
+        "ok": False,
+        "problems": [p.model_dump() for p in found],
+        "gate": None,
+    }
+    if path is None:
+        return record
+    try:
+        env = load_environment(path)
+        record.update(env=env.name, kind=env.kind, version=env.version)
+        if env.kind == "simulated":
+            record["ok"] = True  # nothing to execute: validation is the whole check
+            return record
+        if env.sandboxed:
+            if sandbox is None:
+                message = "must run in the sandbox, and arena.sandbox is not available"
+                record["problems"] = [Problem(path=str(path), message=message).model_dump()]
+                return record
+            await env.describe(sandbox)
+        report = await run_tool_tests(env, sandbox=sandbox if env.sandboxed else None)
+    except EnvLoadError as exc:
+        record["problems"] = [p.model_dump() for p in exc.problems]
+        return record
+    record["gate"] = report.model_dump()
+    record["ok"] = report.ok
+    return record
+
+
+def _needs_sandbox(targets: list[tuple[str, Path | None, list[Problem]]]) -> bool:
+    for _, path, _ in targets:
+        if path is None:
+            continue
+        try:
+            if load_environment(path).sandboxed:  # cached: the real check reuses this load
+                return True
+        except EnvLoadError:
+            continue
+    return False
+
+
+async def check_all(targets: list[tuple[str, Path | None, list[Problem]]]) -> list[dict[str, Any]]:
+    """Check every target; one sandbox pool serves all the environments that need it."""
+    if _needs_sandbox(targets):
+        try:
+            from arena.sandbox import SandboxPool
+        except ImportError:
+            pass
+        else:
+            async with SandboxPool() as pool:
+                return [await check_one(label, path, found, pool) for label, path, found in targets]
+    return [await check_one(label, path, found) for label, path, found in targets]
+
+
+def _print_record(r: dict[str, Any]) -> None:
+    if r["problems"]:
+        print(f"{r['env']}: FAIL, {len(r['problems'])} problem{'s' if len(r['problems']) > 1 else ''}")
+        for p in r["problems"]:
+            print(f"  {Problem.model_validate(p)}")
+        return
+    gate = r["gate"]
+    if gate is None:
+        print(f"{r['env']}: ok ({r.get('kind', '')}, validated)")
+        return
+    cases = gate["cases"]
+    passed = sum(c["passed"] for c in cases)
+    status = "ok" if r["ok"] else "FAIL"
+    n_tools = len(gate["tools"])
+    print(
+        f"{r['env']}: {status}, {len(gate['kept_tools'])}/{n_tools} tools kept, "
+        f"{passed}/{len(cases)} cases passed" + (f" ({gate['reason']})" if gate["reason"] else "")
+    )
+    for t in gate["tools"]:
+        if not t["kept"]:
+            print(f"  dropped {t['tool']}: {t['reason']}")
+    tests_file = Path(r["path"]) / "tests.toml"
+    for c in cases:
+        if not c["passed"]:
+            where = f"{tests_file}:{c['line']}" if c["line"] else str(tests_file)
+            print(f"  {where}: {c['label']}: {c['reason']}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """`arena envs check [ENV|PATH ...]`."""
+    quiet_logs()
+    targets = check_targets(args.targets, env_path_of(args))
+    if not targets:
+        raise CliError("no environments to check (add folders with --env-path or ARENA_ENV_PATH)")
+
+    records = anyio.run(check_all, targets)
+    ok = all(r["ok"] for r in records)
+    if args.json:
+        print(json.dumps({"ok": ok, "environments": records}, indent=2, ensure_ascii=False, default=str))
+    else:
+        for r in records:
+            _print_record(r)
+        failed = sum(not r["ok"] for r in records)
+        print(f"\n{len(records) - failed}/{len(records)} environments passed")
+    return 0 if ok else 1
+
+
+def register(cli: Cli) -> None:
+    """Add `arena envs list|show|check`."""
+    group = cli.group("envs", help="list, inspect and check environments")
+    parent = env_path_parent()
+    p = group.add_parser("list", parents=[parent], help="list every known environment")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+    p = group.add_parser("show", parents=[parent], help="describe one environment and its tools")
+    p.add_argument("env", metavar="ENV", help="an environment name or folder")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_show)
+    p = group.add_parser(
+        "check",
+        parents=[parent],
+        help="validate environment folders and run their tool unit tests (the gate)",
+    )
+    p.add_argument(
+        "targets", nargs="*", metavar="ENV|PATH", help="names or folders (default: every known one)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_check)

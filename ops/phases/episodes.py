@@ -1,0 +1,111 @@
+"""Running a phase's episodes as idempotent work items.
+
+An episode is keyed by (round, task id, sample index). Before running, the keys already in the
+store are skipped, so a restarted phase never redoes committed episodes; each episode is stored in
+its own small transaction right after it finishes, so a crash loses at most the episodes in flight.
+Between episodes the phase passes a safe point (pause/stop).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from arena.store import EpisodeRow, TaskRow, repo
+from ops.phases.base import PhaseContext, StopRequested
+
+
+class WorkItem(BaseModel):
+    """One episode to run: a task (as stored) and a sample index."""
+
+    task_id: str
+    env: str
+    sample_idx: int
+    task: dict[str, Any] = Field(default_factory=dict)
+
+
+class EpisodeResult(BaseModel):
+    """What running one work item produced."""
+
+    reward: float
+    passed: bool
+    finish: str = "stop"
+    transcript: dict[str, Any] = Field(default_factory=dict)
+    verdict: dict[str, Any] = Field(default_factory=dict)
+
+
+Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
+
+
+async def store_tasks(ctx: PhaseContext, tasks: Sequence[TaskRow]) -> None:
+    """Store the tasks a phase will run (idempotent), before any episode references them."""
+    async with ctx.store.transaction() as s:
+        for task in tasks:
+            await repo.upsert_task(s, task)
+
+
+async def run_work_items(
+    ctx: PhaseContext, items: Sequence[WorkItem], runner: Runner, *, purpose: str, concurrency: int = 1
+) -> dict[str, Any]:
+    """Run the items not yet stored, `concurrency` at a time; returns counts and reward statistics."""
+    async with ctx.store.transaction() as s:
+        existing = await repo.episode_keys(s, ctx.round, purpose=None)
+    todo = [it for it in items if (it.task_id, it.sample_idx) not in existing]
+    total, done = len(items), len(items) - len(todo)
+    ctx.progress(done, total, f"{len(todo)} episodes to run")
+    limiter = anyio.CapacityLimiter(max(1, concurrency))
+    stopped = False
+
+    async def one(item: WorkItem) -> None:
+        nonlocal done, stopped
+        async with limiter:
+            try:
+                await ctx.safe_point()
+            except StopRequested:
+                stopped = True
+                return
+            result = await runner(item)
+            async with ctx.store.transaction() as s:
+                await repo.upsert_episode(
+                    s,
+                    EpisodeRow(
+                        round=ctx.round,
+                        task_id=item.task_id,
+                        sample_idx=item.sample_idx,
+                        env=item.env,
+                        purpose=purpose,
+                        reward=result.reward,
+                        passed=result.passed,
+                        finish=result.finish,
+                        transcript=result.transcript,
+                        verdict=result.verdict,
+                    ),
+                )
+            ctx.metrics.record_episode(item.env, result.finish, result.reward)
+            done += 1
+            ctx.progress(done, total)
+
+    async with anyio.create_task_group() as tg:
+        for item in todo:
+            tg.start_soon(one, item)
+    if stopped:
+        raise StopRequested
+    async with ctx.store.transaction() as s:
+        episodes = await repo.episodes_for_round(s, ctx.round, purpose=purpose)
+    rewards = [e.reward for e in episodes]
+    stats = {
+        "episodes": len(episodes),
+        "ran": len(todo),
+        "skipped_existing": total - len(todo),
+        "reward_mean": statistics.fmean(rewards) if rewards else None,
+        "reward_stddev": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+        "passed": sum(e.passed for e in episodes),
+    }
+    if rewards:
+        ctx.metrics.reward_mean.labels(phase=ctx.phase).set(stats["reward_mean"])
+        ctx.metrics.reward_std.labels(phase=ctx.phase).set(stats["reward_stddev"])
+    return stats

@@ -1,0 +1,211 @@
+"""EVALUATE: the policy on fresh tasks in the held-out arena environments; pass rates per env and category.
+
+1. The arena: `curriculum.stratify.draw_arena` (K per top-level category, disjoint from training);
+   the draw is part of the phase output, stored with the round.
+2. Fresh tasks every round at each environment's current curriculum difficulty: graph synthesis
+   (gated) for executable environments, the TRUSTEE task generator for simulated ones
+   (`round.eval_simulated`). Tasks are stored with the round and reused if the phase restarts.
+3. Episodes through the trainer's own `run_and_verify` (same prompts, tool views and caps as
+   training, temperature 0), stored one by one keyed by round/task/sample (`run_work_items`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import structlog
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from arena.store import EnvironmentRow, repo
+from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.common import top_category
+from ops.phases.episodes import EpisodeResult, Runner, WorkItem, run_work_items
+from ops.phases.runtime import load_envs, sandbox_pool, trainer_config
+from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
+
+log = structlog.get_logger(__name__)
+
+
+async def difficulties(ctx: PhaseContext) -> dict[str, Any]:
+    """Each environment's current curriculum difficulty (default difficulty when untracked)."""
+    from arena.difficulty import Difficulty
+    from curriculum.state import EnvCurriculum
+
+    async with ctx.store.transaction() as s:
+        rows = await repo.curriculum_states(s)
+    out: dict[str, Difficulty] = defaultdict(Difficulty)
+    for env, row in rows.items():
+        if row.data:
+            out[env] = EnvCurriculum.model_validate(row.data).difficulty
+    return out
+
+
+class EvaluatePhase(BasePhase):
+    """Pass rates of the policy on held-out arena environments."""
+
+    name = "evaluate"
+
+    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
+        from curriculum import stratify
+
+        envs = load_envs(ctx)
+        categories = {name: top_category(env) for name, env in envs.items()}
+        draw = stratify.draw_arena(
+            categories,
+            ctx.round,
+            stratify.StratifyConfig(per_category=ctx.config.round.eval_envs_per_category),
+            seed=ctx.config.daemon.seed,
+        )
+        await self._record_envs(ctx, envs)
+        rcfg = ctx.config.round
+        candidates = [
+            n
+            for n in draw.arena
+            if envs[n].kind == "executable" or (rcfg.eval_simulated and envs[n].kind == "simulated")
+        ]
+        # Executable environments first: their tasks need no helper model (cheap on CPU).
+        chosen = pick(candidates, rcfg.eval_max_envs, ctx.seed, key=lambda n: envs[n].kind != "executable")
+        out: dict[str, Any] = {
+            "arena": draw.arena,
+            "training": draw.training,
+            "draw": draw.model_dump(mode="json"),
+            "evaluated": chosen,
+        }
+        if not chosen:
+            return {**out, "episodes": 0, "pass_rates": {}, "category_pass_rates": {}, "note": "no arena env"}
+        tconf = trainer_config(ctx, temperature=0.0)
+        levels = await difficulties(ctx)
+        needs_pool = any(envs[n].sandboxed for n in chosen)
+        async with sandbox_pool(ctx, needed=needs_pool) as pool:
+            tasks, reports = await self._tasks(ctx, envs, chosen, levels, pool)
+            runner, runnable, unprepared = await self._runner(ctx, envs, tasks, tconf, pool)
+            items = [
+                WorkItem(task_id=t.full_id, env=t.env, sample_idx=i, task=t.model_dump(mode="json"))
+                for t in tasks
+                if t.full_id in runnable
+                for i in range(rcfg.eval_samples_per_task)
+            ]
+            stats = await run_work_items(
+                ctx, items, runner, purpose="eval", concurrency=rcfg.episode_concurrency
+            )
+        async with ctx.store.transaction() as s:
+            rates = await repo.pass_rates(s, ctx.round, purpose="eval")
+        by_category: dict[str, list[float]] = defaultdict(list)
+        for env, rate in rates.items():
+            by_category[categories.get(env, "Uncategorized")].append(rate)
+        category_rates = {c: sum(v) / len(v) for c, v in by_category.items()}
+        return {
+            **out,
+            **stats,
+            "tasks": len(tasks),
+            "unprepared": unprepared,
+            "synthesis": reports,
+            "difficulty": {n: levels[n].as_dict() for n in chosen},
+            "pass_rates": rates,
+            "category_pass_rates": category_rates,
+        }
+
+    async def _record_envs(self, ctx: PhaseContext, envs: dict[str, Any]) -> None:
+        async with ctx.store.transaction() as s:
+            for env in envs.values():
+                await repo.upsert_environment(
+                    s,
+                    EnvironmentRow(
+                        name=env.name,
+                        version=env.version,
+                        kind=env.kind,
+                        origin=env.origin,
+                        category=list(env.category),
+                        path=str(env.path),
+                    ),
+                )
+
+    async def _tasks(
+        self, ctx: PhaseContext, envs: dict[str, Any], chosen: list[str], levels: dict[str, Any], pool: Any
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Fresh tasks per evaluated environment (the stored ones when the phase restarts)."""
+        n = ctx.config.round.eval_tasks_per_env
+        have = await stored_tasks(ctx, chosen, ("graph", "simulated"))
+        tasks: list[Any] = []
+        reports: list[dict[str, Any]] = []
+        for name in chosen:
+            if name in have:
+                tasks.extend(have[name])
+                continue
+            await ctx.safe_point()
+            ctx.progress(0, 0, f"synthesizing tasks for {name}")
+            env = envs[name]
+            if env.kind == "executable":
+                fresh = await graph_tasks(
+                    ctx, env, n, seed=ctx.seed, difficulty=levels[name], sandbox=pool, reports=reports
+                )
+            else:
+                fresh = await self._simulated_tasks(ctx, env, n, levels[name])
+            await save_tasks(ctx, fresh)
+            tasks.extend(fresh)
+        return tasks, reports
+
+    async def _simulated_tasks(self, ctx: PhaseContext, env: Any, n: int, difficulty: Any) -> list[Any]:
+        from simulate.simulators.common import SimulatorError
+        from simulate.simulators.taskgen import TaskGenerator
+
+        generator = TaskGenerator(await ctx.models.helper())
+        out = []
+        for i in range(n):
+            try:
+                out.append(
+                    await generator.generate(env, difficulty, seed=ctx.seed * 100 + i, round_id=ctx.round)
+                )
+            except SimulatorError as exc:
+                log.warning("eval.taskgen_failed", env=env.name, problems=exc.problems[:3])
+        return out
+
+    async def _runner(
+        self, ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
+    ) -> tuple[Runner, set[str], list[str]]:
+        """The episode runner, the task ids it can run, and a line per task that could not be prepared."""
+        from trainer.rollout import run_and_verify
+        from trainer.tasks import prepare_tasks
+
+        executable = [t for t in tasks if envs[t.env].kind == "executable"]
+        prepared, skipped = await prepare_tasks(
+            executable, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
+        )
+        by_key = {p.key: p for p in prepared}
+        simulated = {t.full_id: t for t in tasks if envs[t.env].kind == "simulated"}
+
+        async def run(item: WorkItem) -> EpisodeResult:
+            policy = await ctx.models.policy()
+            if item.task_id in simulated:
+                from simulate.simenv import run_simulated_episode
+
+                episode = await run_simulated_episode(
+                    policy,
+                    envs[item.env],
+                    simulated[item.task_id],
+                    helper=await ctx.models.helper(),
+                    config=tconf.episode,
+                )
+                transcript, verdict = episode.transcript, episode.verdict
+            else:
+                transcript, verdict = await run_and_verify(policy, by_key[item.task_id], tconf, sandbox=pool)
+            return EpisodeResult(
+                reward=verdict.reward,
+                passed=verdict.passed,
+                finish=str(transcript.finish),
+                transcript=transcript.model_dump(mode="json"),
+                verdict=verdict.model_dump(mode="json"),
+            )
+
+        return run, set(by_key) | set(simulated), skipped
+
+    async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
+        """Publish the pass rates to the metrics once the phase is committed."""
+        for env, rate in output.get("pass_rates", {}).items():
+            ctx.metrics.env_pass_rate.labels(environment=ctx.metrics.env(env)).set(rate)
+        for category, rate in output.get("category_pass_rates", {}).items():
+            ctx.metrics.category_pass_rate.labels(category=ctx.metrics.category(category)).set(rate)
+        rates = list(output.get("pass_rates", {}).values())
+        if rates:
+            ctx.metrics.overall_pass_rate.set(sum(rates) / len(rates))

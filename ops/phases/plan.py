@@ -1,0 +1,171 @@
+"""PLAN: difficulty per environment, the training task budget, and the synthesis guidelines.
+
+1. `curriculum.controller.update_curriculum` folds this round's verified evaluation episodes (with
+   the difficulty each task was synthesized at) into the per-environment state.
+2. The diagnosis report weights the training environments: `diagnose.wiring.apply_weakness` by
+   name, and, because the arena is held out of training, a weak arena environment passes its
+   weakness on to the training environments of its top-level category.
+3. `curriculum.sampling.allocate_tasks` splits `curriculum.tasks_per_round` over the training
+   environments the trainer can run (executable; simulated ones are listed but get no budget).
+4. Guidelines for SYNTHESIZE: the report's guideline of the weakest arena environment of a
+   category, re-targeted to each weak training environment of that category.
+The state rows and every decision (with its reason) are written with the phase's done mark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from arena.store import CurriculumStateRow, repo
+from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.common import top_category
+from ops.phases.runtime import load_envs
+
+
+def task_difficulty(data: dict[str, Any]) -> Any:
+    """The curriculum knobs of a stored task's difficulty record (other keys ignored)."""
+    from arena.difficulty import KNOBS, Difficulty
+
+    knobs = {
+        k: int(v)
+        for k, v in (data.get("difficulty") or {}).items()
+        if k in KNOBS and isinstance(v, int | float)
+    }
+    try:
+        return Difficulty(**knobs)
+    except ValueError:
+        return Difficulty()
+
+
+class PlanPhase(BasePhase):
+    """Curriculum: difficulty per environment, the task mix and the guidelines."""
+
+    name = "plan"
+
+    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
+        from curriculum.controller import update_curriculum
+        from curriculum.sampling import EnvCandidate, allocate_tasks
+        from curriculum.state import CurriculumState, EnvCurriculum, EpisodeOutcome
+        from diagnose.wiring import apply_weakness, load_report
+
+        cconf = ctx.config.curriculum.to_curriculum_config()
+        async with ctx.store.transaction() as s:
+            rows = await repo.curriculum_states(s)
+            episodes = await repo.episodes_for_round(s, ctx.round, purpose="eval")
+            tasks = {t.id: t.data for t in await repo.tasks_for_round(s, ctx.round)}
+            report = await load_report(s, ctx.round)
+        state = CurriculumState(
+            round=max((r.round for r in rows.values()), default=0),
+            envs={env: EnvCurriculum.model_validate(r.data) for env, r in rows.items() if r.data},
+        )
+        outcomes = [
+            EpisodeOutcome(
+                env=ep.env, passed=ep.passed, difficulty=task_difficulty(tasks.get(ep.task_id, {}))
+            )
+            for ep in episodes
+        ]
+        envs = load_envs(ctx)
+        evaluate = ctx.previous.get("evaluate", {})
+        arena = [n for n in evaluate.get("arena", []) if n in envs]
+        training = [n for n in evaluate.get("training") or sorted(envs) if n in envs and n not in arena]
+        new_state, decisions = update_curriculum(state, outcomes, cconf, ctx.round, [*arena, *training])
+        trainable = [n for n in training if envs[n].kind == "executable"]
+        candidates = apply_weakness(
+            [EnvCandidate(name=n, kind=envs[n].kind, category=top_category(envs[n])) for n in trainable],
+            report,
+        )
+        # The arena is held out: a weak arena environment makes its category's training envs weak.
+        by_category: dict[str, float] = {}
+        weak_arena: dict[str, str] = {}
+        if report is not None:
+            top = max((w.score for w in report.weak_envs), default=0.0) or 1.0
+            for w in sorted(report.weak_envs, key=lambda w: w.rank, reverse=True):
+                if w.env in envs:
+                    category = top_category(envs[w.env])
+                    by_category[category] = max(
+                        by_category.get(category, 0.0), min(1.0, w.score / top) or 0.5
+                    )
+                    weak_arena[category] = w.env  # the weakest (rank 1) is written last
+        candidates = [
+            c.model_copy(update={"weakness": max(c.weakness, by_category.get(c.category, 0.0))})
+            for c in candidates
+        ]
+        allocation = allocate_tasks(
+            new_state, candidates, ctx.config.curriculum.tasks_per_round, cconf, seed=ctx.seed
+        )
+        guidelines = self._guidelines(report, candidates, weak_arena, allocation, new_state, envs)
+        return {
+            "state": new_state.model_dump(mode="json"),
+            "decisions": [d.model_dump(mode="json") for d in decisions],
+            "outcomes": len(outcomes),
+            "candidates": [c.model_dump(mode="json") for c in candidates],
+            "untrainable": [n for n in training if n not in trainable],
+            "allocation": allocation.model_dump(mode="json"),
+            "guidelines": [g.model_dump(mode="json") for g in guidelines],
+        }
+
+    def _guidelines(
+        self,
+        report: Any,
+        candidates: list[Any],
+        weak_arena: dict[str, str],
+        allocation: Any,
+        state: Any,
+        envs: dict[str, Any],
+    ) -> list[Any]:
+        """One guideline per weak training environment with a budget, from its category's weakest arena env."""
+        from arena.synth.targeted import Guideline
+        from diagnose.wiring import synthesis_requests
+
+        if report is None:
+            return []
+        source = {g.env: g for g in synthesis_requests(report, known_envs=set(envs))}
+        out: list[Guideline] = []
+        for c in candidates:
+            n = int(allocation.tasks.get(c.name, 0))
+            if c.weakness <= 0 or n <= 0:
+                continue
+            g = source.get(c.name) or source.get(weak_arena.get(c.category, ""))
+            if g is None:
+                continue
+            tools = set(envs[c.name].tool_names)
+            record = state.envs.get(c.name)
+            out.append(
+                Guideline(
+                    env=c.name,
+                    failure_pattern=g.failure_pattern,
+                    skill=g.skill,
+                    target_tools=[t for t in g.target_tools if t in tools],
+                    difficulty=record.difficulty if record is not None else g.difficulty,
+                    n_tasks=n,
+                )
+            )
+        return out
+
+    async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
+        """Each environment's curriculum row and every difficulty change (an event with its reason)."""
+        from arena.difficulty import Difficulty
+
+        budget = output["allocation"]["tasks"]
+        for env, record in output["state"]["envs"].items():
+            old = await session.get(CurriculumStateRow, env)
+            history = [*(old.pass_history if old else []), record.get("success_ema")][-50:]
+            score = Difficulty.model_validate(record.get("difficulty", {})).score()
+            await repo.upsert_curriculum(
+                session,
+                CurriculumStateRow(
+                    env=env,
+                    difficulty=score,
+                    budget=int(budget.get(env, 0)),
+                    round=ctx.round,
+                    pass_history=[h for h in history if h is not None],
+                    data=record,
+                ),
+            )
+            ctx.metrics.difficulty.labels(environment=ctx.metrics.env(env)).set(score)
+            ctx.metrics.task_budget.labels(environment=ctx.metrics.env(env)).set(int(budget.get(env, 0)))
+        for decision in output["decisions"]:
+            if decision["action"] in ("raise", "lower"):
+                await repo.record_event(session, "curriculum", f"difficulty.{decision['action']}", decision)

@@ -1,0 +1,86 @@
+"""PUBLISH: point the policy model at the round's checkpoint and record its lineage.
+
+Local policy backend: the daemon's own policy model loads the new safetensors
+(`trainer.publish.LocalWeightPublisher`). HTTP (vLLM): the checkpoint is copied to
+`trainer.publish_dir` (a folder the server reads) and the server reloads it
+(`trainer.publish.HttpWeightPublisher`). The `checkpoints` row (parent, path, metrics) is written
+with the phase's done mark; rerunning the phase after a crash publishes the same folder again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from arena.store import CheckpointRow, repo
+from ops.phases.base import BasePhase, PhaseContext
+
+log = structlog.get_logger(__name__)
+
+
+def checkpoint_id(round_no: int) -> str:
+    """The `checkpoints` row id of a round's published policy."""
+    return f"round-{round_no:04d}"
+
+
+class PublishPhase(BasePhase):
+    """The new policy, live."""
+
+    name = "publish"
+
+    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
+        train = ctx.previous.get("train", {})
+        checkpoint = train.get("checkpoint")
+        out: dict[str, Any] = {
+            "checkpoint": checkpoint,
+            "parent": train.get("parent"),
+            "pass_rates": ctx.previous.get("evaluate", {}).get("pass_rates", {}),
+            "train": {k: train.get(k) for k in ("steps", "reward_mean", "pass_rate")},
+        }
+        if not checkpoint:
+            return {**out, "policy": "unchanged"}
+        await ctx.safe_point()
+        ctx.progress(0, 1, "publishing weights")
+        target = await self._publish(ctx, Path(checkpoint), int(train.get("steps") or 0))
+        ctx.progress(1, 1)
+        return {**out, "policy": "updated", "target": target}
+
+    async def _publish(self, ctx: PhaseContext, checkpoint: Path, step: int) -> str:
+        from trainer.publish import HttpWeightPublisher, LocalWeightPublisher
+
+        section = ctx.config.models.policy
+        if section.backend == "http":
+            shared = ctx.config.trainer.publish_dir
+            if shared is None:
+                raise ValueError("trainer.publish_dir is needed to publish weights to an HTTP policy server")
+            base = (section.base_url or "").rstrip("/").removesuffix("/v1")
+            publisher: Any = HttpWeightPublisher(
+                base, shared, api_key=section.api_key.get_secret_value() if section.api_key else None
+            )
+            target = base
+        else:
+            publisher = LocalWeightPublisher(await ctx.models.policy())
+            target = "local"
+        await publisher.publish(checkpoint, round_id=ctx.round, step=step)
+        ctx.models.policy_weights = checkpoint
+        log.info("publish.done", checkpoint=str(checkpoint), target=target)
+        return target
+
+    async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
+        """Add the lineage row with the phase's done mark."""
+        if output["checkpoint"]:
+            await repo.add_checkpoint(
+                session,
+                CheckpointRow(
+                    id=checkpoint_id(ctx.round),
+                    round=ctx.round,
+                    parent_id=output["parent"],
+                    path=str(output["checkpoint"]),
+                    published=True,
+                    metrics={"pass_rates": output["pass_rates"], **output["train"]},
+                ),
+            )
+            ctx.metrics.checkpoints.inc()

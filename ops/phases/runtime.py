@@ -1,0 +1,148 @@
+"""What the real phases share: loaded environments, the sandbox pool, trainer settings, the policy folder.
+
+Everything here maps the daemon's configuration onto the lower packages' own models
+(`trainer.config.TrainerConfig`, `arena.sandbox.SandboxLimits`, ...), so that EVALUATE, TRAIN and
+the SFT warm-up show the policy exactly the same prompts, tools and turn caps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from ops.phases.base import PhaseContext
+from ops.phases.common import registry
+
+if TYPE_CHECKING:
+    from trainer.config import TrainerConfig
+
+log = structlog.get_logger(__name__)
+GATES = ("duplicate", "stability", "gold", "empty")
+
+
+def load_envs(ctx: PhaseContext) -> dict[str, Any]:
+    """Every registered environment by name (labels declared for the metrics)."""
+    return registry(ctx).load_all()
+
+
+def checkpoints_dir(ctx: PhaseContext) -> Path:
+    """Where training rounds keep their checkpoints (`DATA_DIR/checkpoints/round-NNNN`)."""
+    return ctx.config.data.dir / "checkpoints"
+
+
+def round_dir(ctx: PhaseContext) -> Path:
+    """This round's training output folder."""
+    return checkpoints_dir(ctx) / f"round-{ctx.round:04d}"
+
+
+@asynccontextmanager
+async def sandbox_pool(ctx: PhaseContext, *, needed: bool = True) -> AsyncIterator[Any]:
+    """A sandbox pool sized by config whose kills feed `arena_sandbox_kills_total` (None if not needed)."""
+    from arena.sandbox import SandboxLimits, SandboxPool
+
+    if not needed:
+        yield None
+        return
+
+    cfg = ctx.config.sandbox
+    limits = SandboxLimits(
+        cpu_seconds=cfg.cpu_seconds, memory_mb=cfg.memory_mb, wall_timeout_s=cfg.wall_timeout_s
+    )
+
+    def on_kill(kind: str) -> None:
+        ctx.metrics.sandbox_kills.labels(reason=kind).inc()
+        ctx.metrics.errors.labels(component="sandbox").inc()
+
+    async with SandboxPool(limits, workers=cfg.workers, on_kill=on_kill) as pool:
+        yield pool
+
+
+def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerConfig:
+    """The trainer's configuration from the daemon's `[round]` and `[trainer]` sections.
+
+    Evaluation uses the same one with temperature 0, so prompts, tool views and caps match training.
+    """
+    from arena.episode.runner import EpisodeConfig
+    from arena.types import SamplingParams
+    from trainer.config import LoraConfig, SftConfig
+    from trainer.config import TrainerConfig as Target
+
+    rnd, tr = ctx.config.round, ctx.config.trainer
+    group = max(2, rnd.samples_per_task)
+    episode = EpisodeConfig(
+        max_turns=rnd.max_turns,
+        max_tokens_per_turn=rnd.max_tokens_per_turn,
+        max_total_tokens=max(rnd.max_tokens_per_turn * rnd.max_turns, rnd.max_tokens_per_turn) + 4096,
+        params=SamplingParams(
+            temperature=temperature, top_p=1.0, max_tokens=rnd.max_tokens_per_turn, logprobs=temperature > 0
+        ),
+    )
+    tasks_per_step = max(1, tr.batch_size // group)
+    return Target(
+        group_size=group,
+        tasks_per_step=tasks_per_step,
+        # Two completions per forward/backward pass when that divides the step's batch (CPU memory).
+        micro_batch_size=2 if (tasks_per_step * group) % 2 == 0 else 1,
+        max_steps=max(1, rnd.train_steps),
+        learning_rate=tr.learning_rate,
+        beta=tr.kl_beta,
+        epsilon=tr.clip_low,
+        epsilon_high=max(tr.clip_high, tr.clip_low),
+        seed=ctx.config.daemon.seed + ctx.round,
+        lora=LoraConfig(enabled=tr.use_lora),
+        episode=episode,
+        rollout_concurrency=max(1, rnd.episode_concurrency),
+        system_prompt=tr.system_prompt,
+        tool_subset=tr.tool_subset,
+        save_every=max(1, rnd.train_steps),
+        keep_last=tr.keep_checkpoints,
+        sft=SftConfig(enabled=tr.sft_warmup, epochs=tr.sft_epochs),
+    )
+
+
+async def base_policy_dir(ctx: PhaseContext) -> Path:
+    """The weights a fresh run starts from: `trainer.base_model`, the local policy folder, or the embedded model."""
+    if ctx.config.trainer.base_model is not None:
+        return ctx.config.trainer.base_model
+    section = ctx.config.models.policy
+    if section.backend == "local" and section.model != "embedded":
+        return Path(section.model)
+    from simulate.embedded import ensure_embedded_model
+
+    # Converting the GGUF once is blocking work; keep the admin API answering meanwhile.
+    return await anyio.to_thread.run_sync(ensure_embedded_model, ctx.config.data.dir / "models")
+
+
+async def current_policy_dir(ctx: PhaseContext) -> tuple[Path, str | None]:
+    """The policy to train from: the newest published checkpoint (and its id), else the base weights."""
+    from arena.store import repo
+
+    async with ctx.store.transaction() as s:
+        latest = await repo.latest_checkpoint(s, published=True)
+    if latest is not None and await anyio.Path(latest.path).is_dir():
+        return Path(latest.path), latest.id
+    return await base_policy_dir(ctx), None
+
+
+def record_synthesis(ctx: PhaseContext, report: Any, origin: str) -> dict[str, Any]:
+    """Feed one `SynthesisReport` into the gate/acceptance metrics; returns its summary."""
+    # Gates run in order (solvability is off in the daemon), so a task passed gate i if it was
+    # kept or rejected by a later gate.
+    later = report.kept
+    for gate in reversed(GATES):
+        rejected = report.rejections.get(gate, 0)
+        if rejected or later:
+            ctx.metrics.synthesis_gate.labels(gate=gate, result="rejected").inc(rejected)
+            ctx.metrics.synthesis_gate.labels(gate=gate, result="accepted").inc(later)
+        later += rejected
+    ctx.metrics.tasks_synthesized.labels(origin=origin).inc(report.kept)
+    summary = report.summary()
+    return {
+        k: summary[k]
+        for k in ("env", "kind", "requested", "kept", "attempts", "rejections", "model_calls", "tokens")
+    } | {"seconds": round(report.seconds, 3)}

@@ -1,0 +1,123 @@
+"""TRAIN: GRPO on the round's synthesized tasks (`trainer.train_round`), after an SFT warm-up when fresh.
+
+The policy starts from the newest published checkpoint (else the base weights). A fresh policy
+(no Arena lineage) is first warmed up on the tasks' reference trajectories when
+`trainer.sft_warmup` is set. Between optimizer steps the trainer awaits the daemon's safe point
+(pause/stop; on stop it checkpoints and the phase stays unfinished); `on_step` feeds the GRPO
+metrics. Checkpoints live in `DATA_DIR/checkpoints/round-NNNN/{sft,grpo}`; a restarted phase
+resumes from the round's newest checkpoint (the trainer does this), so committed steps are not redone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from arena.store import repo
+from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.runtime import current_policy_dir, load_envs, round_dir, sandbox_pool, trainer_config
+
+log = structlog.get_logger(__name__)
+
+
+def step_observer(ctx: PhaseContext) -> Any:
+    """`on_step` for the trainer: optimizer-step records into the Prometheus metrics (thread-safe)."""
+
+    def on_step(m: Any) -> None:
+        if m.phase != "grpo":
+            return
+        ctx.metrics.grpo_steps.inc()
+        ctx.metrics.grpo_loss.set(m.loss)
+        if m.kl is not None:
+            ctx.metrics.grpo_kl.set(m.kl)
+        if m.entropy is not None:
+            ctx.metrics.grpo_entropy.set(m.entropy)
+        if m.tokens_per_s is not None:
+            ctx.metrics.tokens_per_second.labels(role="policy").set(m.tokens_per_s)
+        if m.reward_mean is not None:
+            ctx.metrics.reward_mean.labels(phase="train").set(m.reward_mean)
+        if m.reward_std is not None:
+            ctx.metrics.reward_std.labels(phase="train").set(m.reward_std)
+        ctx.progress(m.step, ctx.config.round.train_steps, f"GRPO step {m.step}")
+
+    return on_step
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    data = result.model_dump(mode="json", exclude={"metrics"})
+    data["last_step"] = result.metrics[-1].model_dump(mode="json") if result.metrics else None
+    return data
+
+
+class TrainPhase(BasePhase):
+    """Policy updates."""
+
+    name = "train"
+
+    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
+        from arena.tasks.model import Task
+        from trainer.grpo import train_round
+        from trainer.sft import needs_warmup, sft_warmup
+
+        wanted = ctx.previous.get("synthesize", {}).get("tasks", [])
+        if not wanted or ctx.config.round.train_steps <= 0:
+            return {
+                "skipped": "no training tasks" if wanted else "train_steps = 0",
+                "steps": 0,
+                "checkpoint": None,
+            }
+        async with ctx.store.transaction() as s:
+            rows = [await repo.get_task(s, w["id"]) for w in wanted]
+        tasks = [Task.model_validate(r.data) for r in rows if r is not None]
+        envs = load_envs(ctx)
+        tconf = trainer_config(ctx)
+        policy_dir, parent = await current_policy_dir(ctx)
+        out = round_dir(ctx)
+        on_step = step_observer(ctx)
+        result: dict[str, Any] = {"parent": parent, "parent_dir": str(policy_dir), "tasks": len(tasks)}
+        async with sandbox_pool(ctx, needed=any(envs[t.env].sandboxed for t in tasks)) as pool:
+            if needs_warmup(policy_dir, tconf):
+                ctx.progress(0, 0, "SFT warm-up")
+                sft = await sft_warmup(
+                    ctx.round,
+                    tasks,
+                    policy_dir,
+                    out / "sft",
+                    tconf,
+                    on_step,
+                    ctx.safe_point,
+                    envs=envs,
+                    sandbox=pool,
+                )
+                log.info("train.sft_done", steps=sft.total_steps, checkpoint=str(sft.policy_dir))
+                result["sft"] = _summary(sft)
+                policy_dir = sft.policy_dir
+            ctx.progress(0, tconf.max_steps, "GRPO")
+            grpo = await train_round(
+                ctx.round,
+                tasks,
+                policy_dir,
+                out / "grpo",
+                tconf,
+                on_step,
+                ctx.safe_point,
+                envs=envs,
+                sandbox=pool,
+            )
+        ctx.metrics.grpo_zero_variance.inc(grpo.zero_variance_groups)
+        log.info(
+            "train.done",
+            steps=grpo.total_steps,
+            reward_mean=grpo.reward_mean,
+            pass_rate=grpo.pass_rate,
+            checkpoint=str(grpo.policy_dir),
+        )
+        return {
+            **result,
+            "grpo": _summary(grpo),
+            "steps": grpo.total_steps,
+            "checkpoint": str(grpo.policy_dir),
+            "reward_mean": grpo.reward_mean,
+            "pass_rate": grpo.pass_rate,
+        }

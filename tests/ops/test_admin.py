@@ -1,0 +1,110 @@
+"""Admin API: token on changing endpoints, refusal to expose without a token, readiness, metrics."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import anyio
+import pytest
+
+from ops.admin import AdminExposureError
+from ops.cli import main
+from ops.daemon import Daemon
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_changing_endpoints_need_the_token(make_config, fakes, run_daemon, until) -> None:
+    config = make_config(ARENA_ADMIN_TOKEN="s3cret", ARENA_DAEMON__LAST_ROUND="1")
+    daemon = Daemon(config, phases=fakes.fake_phases(steps=500), handle_signals=False)
+    async with run_daemon(daemon) as client:
+        assert (await client.get("/healthz")).json() == {"ok": True}
+        for path in ("/pause", "/resume", "/stop"):
+            resp = await client.post(path)
+            assert resp.status_code == 401, path
+            assert resp.headers["www-authenticate"] == "Bearer"
+        assert (await client.post("/pause", headers={"Authorization": "Bearer wrong"})).status_code == 401
+        assert not daemon.paused and not daemon.stopping
+        auth = {"Authorization": "Bearer s3cret"}
+        bad = await client.post("/pause", headers=auth, content=b"{not json")
+        assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+        assert (await client.get("/pause")).status_code == 405
+        ok = await client.post("/pause", headers=auth)
+        assert ok.status_code == 200 and daemon.paused
+        await until(lambda: daemon.ready)
+        status = (await client.get("/status")).json()
+        assert {"round", "phase", "paused", "progress", "last_pass_rates", "curriculum"} <= set(status)
+        await client.post("/stop", headers=auth)
+
+
+def test_refuses_public_address_without_token(make_config, capsys, monkeypatch, tmp_path) -> None:
+    with pytest.raises(AdminExposureError, match="ARENA_ADMIN_TOKEN"):
+        Daemon(make_config(ARENA_ADMIN__ADDRESS="0.0.0.0:8787"))
+    Daemon(make_config(ARENA_ADMIN__ADDRESS="0.0.0.0:8787", ARENA_ADMIN_TOKEN="t"))  # with a token: fine
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ARENA_ADMIN__ADDRESS", "0.0.0.0:8787")
+    monkeypatch.delenv("ARENA_ADMIN_TOKEN", raising=False)
+    assert main(["run", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to serve the admin API on 0.0.0.0:8787 without a token" in err
+    assert "Traceback" not in err
+
+
+async def test_readyz_false_while_model_backend_unreachable(make_config, fakes, run_daemon, until) -> None:
+    config = make_config(
+        ARENA_MODELS__POLICY__BACKEND="http", ARENA_MODELS__POLICY__BASE_URL="http://127.0.0.1:9/v1"
+    )
+    daemon = Daemon(config, phases=fakes.fake_phases(steps=500), handle_signals=False)
+    async with run_daemon(daemon) as client:
+        await until(lambda: daemon.ready)
+        await until(
+            lambda: (
+                'arena_model_backend_up{backend="http",role="policy"} 0.0'
+                in daemon.metrics.exposition().decode()
+            )
+        )
+        resp = await client.get("/readyz")
+        assert resp.status_code == 503 and resp.json()["models"] is False
+        await client.post("/stop")
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="scripts/install-test-tools.sh installs promtool"
+)
+async def test_live_metrics_pass_promtool(make_config, fakes, run_daemon, until) -> None:
+    daemon = Daemon(make_config(), phases=fakes.fake_phases(steps=50), handle_signals=False)
+    async with run_daemon(daemon) as client:
+        await until(lambda: daemon.rounds_completed >= 1)
+        text = (await client.get("/metrics")).text
+        await client.post("/stop")
+    rounds = re.search(r"^arena_rounds_total (\S+)$", text, re.M)
+    assert rounds is not None and float(rounds.group(1)) >= 1
+    assert re.search(r'^arena_episodes_total\{environment="other",finish="stop"\} [1-9]', text, re.M)
+    result = await anyio.run_process(["promtool", "check", "metrics"], input=text.encode(), check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+async def test_cli_clients(make_config, fakes, run_daemon, until, monkeypatch, capsys) -> None:
+    config = make_config(ARENA_ADMIN_TOKEN="s3cret")
+    daemon = Daemon(config, phases=fakes.fake_phases(steps=500), handle_signals=False)
+
+    async def cli(*argv: str) -> int:
+        # The clients are synchronous: run them off the event loop that serves the daemon.
+        return await anyio.to_thread.run_sync(main, list(argv))
+
+    async with run_daemon(daemon) as client:
+        url = str(client.base_url)
+        monkeypatch.setenv("ARENA_ADMIN_TOKEN", "wrong")
+        assert await cli("pause", "--url", url) == 2
+        assert "refused the admin token" in capsys.readouterr().err
+        monkeypatch.setenv("ARENA_ADMIN_TOKEN", "s3cret")
+        assert await cli("pause", "--url", url, "--reason", "upgrade") == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1] == "paused"
+        assert await cli("status", "--url", url) == 0
+        out = capsys.readouterr().out
+        assert "paused since" in out and "upgrade" in out
+        assert await cli("resume", "--url", url) == 0
+        assert await cli("stop", "--url", url) == 0
+    assert await cli("status", "--url", url) == 2
+    assert "no daemon answering" in capsys.readouterr().err

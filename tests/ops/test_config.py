@@ -1,0 +1,89 @@
+"""Configuration: TOML, ARENA_* overrides, fixed names, bad values naming their key, redaction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.cli import main
+from ops.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_toml_then_env_overrides(tmp_path: Path) -> None:
+    file = tmp_path / "arena.toml"
+    file.write_text(
+        '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\nconcurrency = 8\n'
+        "[round]\nsamples_per_task = 6\n"
+    )
+    env = {
+        "ARENA_MODELS__POLICY__CONCURRENCY": "32",
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_ENV_PATH": f"{tmp_path}/a:{tmp_path}/b",
+        "ARENA_ADMIN_TOKEN": "tok",
+        "ARENA_TEST_PG_URL": "ignored: not a config key",
+        "ARENA_LOGGING__LEVEL": "DEBUG",
+    }
+    config = load_config(file, environ=env)
+    assert config.models.policy.backend == "http" and config.models.policy.concurrency == 32
+    assert config.round.samples_per_task == 6 and config.round.eval_envs_per_category == 2  # default
+    assert config.data.env_path == [tmp_path / "a", tmp_path / "b"]
+    assert config.database_url == f"sqlite+aiosqlite:///{(tmp_path / 'data' / 'arena.db').resolve()}"
+    assert config.admin.token is not None and config.admin.token.get_secret_value() == "tok"
+    assert config.admin.address == "127.0.0.1:8787" and config.logging.level == "debug"
+    # ARENA_CONFIG names the file when --config is not given.
+    assert load_config(environ={"ARENA_CONFIG": str(file)}).models.policy.concurrency == 8
+
+
+def test_database_url_forms() -> None:
+    config = load_config(environ={"ARENA_DATABASE_URL": "postgresql://arena:pw@db:5432/arena"})
+    assert config.database_url == "postgresql+asyncpg://arena:pw@db:5432/arena"
+    assert config.redacted()["store"]["url"] == "postgresql+asyncpg://arena:**********@db:5432/arena"
+
+
+@pytest.mark.parametrize(
+    ("env", "file_text", "expected"),
+    [
+        (
+            {"ARENA_MODELS__POLICY__CONCURRENCY": "zero"},
+            "",
+            "models.policy.concurrency: Input should be a valid integer",
+        ),
+        ({"ARENA_MODELS__HELPER__BACKEND": "grpc"}, "", "models.helper.backend"),
+        ({"ARENA_ADMIN__ADDRESS": "nowhere"}, "", "admin.address: 'nowhere' is not host:port"),
+        ({"ARENA_DATABASE_URL": "mysql://x"}, "", "store.url: must be a sqlite+aiosqlite:// or postgresql"),
+        ({"ARENA_ROUNDS__K": "3"}, "", "ARENA_ROUNDS__K: no configuration key 'rounds.k'"),
+        ({}, "[round]\nsampels_per_task = 3\n", "round.sampels_per_task: unknown key"),
+        ({}, "[round\n", "not valid TOML"),
+    ],
+)
+def test_bad_values_name_their_key(
+    tmp_path: Path, env: dict[str, str], file_text: str, expected: str
+) -> None:
+    file = tmp_path / "bad.toml"
+    file.write_text(file_text)
+    with pytest.raises(ConfigError) as err:
+        load_config(file, environ=env)
+    assert expected in str(err.value)
+    for name in env:
+        if "__" in name or name == "ARENA_DATABASE_URL":
+            assert name in str(err.value)  # says where the bad value came from
+
+
+def test_config_show_redacts_and_examples_load(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    monkeypatch.setenv("ARENA_ADMIN_TOKEN", "topsecret")
+    monkeypatch.setenv("ARENA_MODELS__HELPER__API_KEY", "sk-hidden")
+    for example in sorted((REPO / "config").glob("*.toml")):
+        assert main(["config", "show", "--json", "--config", str(example)]) == 0, example
+        out = capsys.readouterr().out
+        data = json.loads(out)
+        assert "topsecret" not in out and "sk-hidden" not in out
+        assert data["admin"]["token"] == "**********"
+    assert main(["config", "show"]) == 0
+    assert "[models.policy]" in capsys.readouterr().out
+    monkeypatch.setenv("ARENA_ROUND__SAMPLES_PER_TASK", "-1")
+    assert main(["config", "show"]) == 2
+    assert "round.samples_per_task" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""Daemon control flow with trivial fast phases: resume after restart, pause at safe points."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from arena.store import PHASES, Store, check_integrity, repo
+from ops.daemon import Daemon
+
+pytestmark = pytest.mark.anyio
+
+
+async def _phase_status(config, round_no: int = 1) -> dict[str, str]:
+    async with Store(config.database_url) as store, store.transaction() as s:
+        return {name: row.status for name, row in (await repo.get_phases(s, round_no)).items()}
+
+
+async def test_restart_resumes_at_first_unfinished_phase(make_config, fakes, run_daemon, until) -> None:
+    config = make_config()
+    calls: list[str] = []
+    phases = fakes.fake_phases(steps=200, delay=0.01, calls=calls)
+    daemon = Daemon(config, phases=phases, handle_signals=False)
+    async with run_daemon(daemon):
+        await until(lambda: daemon.phase == "plan" and phases[2].done_steps > 2)
+        await daemon.stop("test")
+    assert calls == ["evaluate", "diagnose", "plan"]
+    status = await _phase_status(config)
+    assert status["evaluate"] == status["diagnose"] == "done"
+    assert status["plan"] == "running" and status["publish"] == "pending"
+
+    calls2: list[str] = []
+    daemon2 = Daemon(
+        config, phases=fakes.fake_phases(steps=2, calls=calls2), max_rounds=1, handle_signals=False
+    )
+    async with run_daemon(daemon2):
+        pass  # runs round 1 to the end, then exits (max_rounds=1)
+    assert calls2 == ["plan", "synthesize", "train", "publish"]  # committed phases are not redone
+    async with Store(config.database_url) as store, store.transaction() as s:
+        rnd = await repo.get_round(s, 1)
+        assert rnd is not None and rnd.status == "completed"
+        assert set(rnd.summary["phases"]) == set(PHASES)
+        assert (await repo.get_diagnosis(s, 1)) is not None
+        assert len(await repo.episodes_for_round(s, 1)) == 8
+        report = await check_integrity(s)
+    assert report.ok, report.problems
+
+
+async def test_pause_stops_new_work_and_survives_restart(make_config, fakes, run_daemon, until) -> None:
+    config = make_config(ARENA_ADMIN_TOKEN="s3cret")
+    auth = {"Authorization": "Bearer s3cret"}
+    phases = fakes.fake_phases(steps=400, delay=0.01)
+    daemon = Daemon(config, phases=phases, handle_signals=False)
+    async with run_daemon(daemon) as client:
+        await until(lambda: daemon.phase == "diagnose" and phases[1].done_steps > 2)
+        resp = await client.post("/pause", headers=auth, json={"reason": "maintenance"})
+        assert resp.status_code == 200 and resp.json()["paused"] is True
+        await anyio.sleep(0.1)  # the step in flight finishes; no new one starts
+        frozen = phases[1].done_steps
+        await anyio.sleep(0.3)
+        assert phases[1].done_steps == frozen
+        status = (await client.get("/status")).json()
+        assert status["paused"] is True and status["pause_reason"] == "maintenance"
+        assert status["phase"] == "diagnose" and status["round"] == 1
+        assert (await client.post("/stop", headers=auth)).status_code == 200
+
+    # A new process: still paused, does nothing until resumed.
+    phases2 = fakes.fake_phases(steps=2, delay=0.01)
+    daemon2 = Daemon(config, phases=phases2, max_rounds=1, handle_signals=False)
+    async with run_daemon(daemon2) as client:
+        await until(lambda: daemon2.ready)
+        await anyio.sleep(0.3)
+        assert phases2[1].done_steps == 0 and daemon2.paused
+        assert (await client.get("/status")).json()["paused"] is True
+        resp = await client.post("/resume", headers=auth)
+        assert resp.status_code == 200 and resp.json()["changed"] is True
+    assert phases2[-1].done_steps == 2
+    async with Store(config.database_url) as store, store.transaction() as s:
+        actions = [e.action for e in reversed(await repo.list_events(s))]
+        assert actions == ["pause", "stop", "resume"]
+        assert not (await repo.get_daemon_state(s)).paused
+        assert (await repo.get_round(s, 1)).status == "completed"  # type: ignore[union-attr]
+
+
+async def test_failing_phase_is_retried_then_pauses(make_config, fakes, run_daemon, until) -> None:
+    config = make_config(ARENA_DAEMON__MAX_PHASE_FAILURES="2")
+
+    class Boom(fakes.StepPhase):
+        async def run(self, ctx):
+            self.calls.append(self.name)
+            raise RuntimeError("backend exploded")
+
+    phases = fakes.fake_phases()
+    phases[1] = Boom("diagnose")
+    daemon = Daemon(config, phases=phases, handle_signals=False)
+    async with run_daemon(daemon) as client:
+        await until(lambda: daemon.paused)
+        assert phases[1].calls == ["diagnose", "diagnose"]
+        status = (await client.get("/status")).json()
+        assert "backend exploded" in status["pause_reason"]
+        metrics = (await client.get("/metrics")).text
+        assert 'arena_phase_failures_total{phase="diagnose"} 2.0' in metrics
+        await client.post("/stop")
+    assert (await _phase_status(config))["diagnose"] == "failed"
+
+
+async def test_pause_then_stop_with_concurrent_episodes_waiting(
+    make_config, fakes, run_daemon, until
+) -> None:
+    config = make_config()
+    phases = fakes.fake_phases(tasks=50, delay=0.05)
+    daemon = Daemon(config, phases=phases, handle_signals=False)
+    with anyio.fail_after(30):
+        async with run_daemon(daemon) as client:
+            await until(lambda: daemon.progress_state["done"] >= 2)
+            await client.post("/pause")
+            await anyio.sleep(0.2)  # episodes in flight finish; both workers then wait at safe points
+            frozen = daemon.progress_state["done"]
+            await anyio.sleep(0.3)
+            assert daemon.progress_state["done"] == frozen < 100
+            await client.post("/stop")  # must wake every waiting worker, not just the last one
+    assert (await _phase_status(config))["evaluate"] == "running"
