@@ -70,3 +70,9 @@ CREATE TABLE drafts (
     body TEXT NOT NULL DEFAULT '',
     updated_at TEXT NOT NULL
 );
+
+-- Searches filter one mailbox's folders by sender and return the newest first: the index covers
+-- that scan, so only the matching messages are read from the table.
+CREATE INDEX messages_by_mailbox ON messages (mailbox_id, sent_at, message_id, folder, from_name, from_addr, is_read);
+CREATE INDEX messages_by_thread ON messages (thread_id, sent_at);
+CREATE INDEX message_labels_by_label ON message_labels (label_id);

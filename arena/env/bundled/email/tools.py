@@ -74,7 +74,24 @@ def _labels_of(db: Db, message_id: str) -> list[str]:
     ]
 
 
-def _summary(db: Db, m: dict) -> dict:
+SUMMARY_COLUMNS = "m.message_id, m.thread_id, m.folder, m.from_name, m.from_addr, m.subject, m.sent_at, m.is_read, m.is_starred"
+
+
+def _labels_by_message(db: Db, message_ids: list[str]) -> dict[str, list[str]]:
+    """Label names of many messages in one query (a search lists up to 100)."""
+    out: dict[str, list[str]] = {i: [] for i in message_ids}
+    if message_ids:
+        marks = ", ".join("?" * len(message_ids))
+        for r in db.all(
+            "SELECT ml.message_id, l.name FROM message_labels ml JOIN labels l ON l.label_id = ml.label_id "
+            f"WHERE ml.message_id IN ({marks}) ORDER BY l.name",
+            *message_ids,
+        ):
+            out[r["message_id"]].append(r["name"])
+    return out
+
+
+def _summary(db: Db, m: dict, labels: list[str] | None = None) -> dict:
     return {
         "message_id": m["message_id"],
         "thread_id": m["thread_id"],
@@ -84,7 +101,7 @@ def _summary(db: Db, m: dict) -> dict:
         "sent_at": m["sent_at"],
         "is_read": bool(m["is_read"]),
         "is_starred": bool(m["is_starred"]),
-        "labels": _labels_of(db, m["message_id"]),
+        "labels": _labels_of(db, m["message_id"]) if labels is None else labels,
     }
 
 
@@ -155,7 +172,7 @@ def search_messages(
     box = _mailbox(db)
     if not 1 <= limit <= 100:
         raise ToolError("limit must be between 1 and 100")
-    sql = "SELECT m.* FROM messages m WHERE m.mailbox_id = ?"
+    sql = f"SELECT {SUMMARY_COLUMNS} FROM messages m WHERE m.mailbox_id = ?"
     params: list = [box["mailbox_id"]]
     if folder:
         if folder not in FOLDERS:
@@ -177,7 +194,8 @@ def search_messages(
         sql += " AND EXISTS (SELECT 1 FROM message_labels ml WHERE ml.message_id = m.message_id AND ml.label_id = ?)"
         params.append(lab["label_id"])
     rows = db.all(sql + " ORDER BY m.sent_at DESC, m.message_id DESC LIMIT ?", *params, limit)
-    return {"messages": [_summary(db, m) for m in rows], "count": len(rows)}
+    labels = _labels_by_message(db, [m["message_id"] for m in rows])
+    return {"messages": [_summary(db, m, labels[m["message_id"]]) for m in rows], "count": len(rows)}
 
 
 @tool

@@ -75,3 +75,9 @@ CREATE TABLE fines (
     payment_id TEXT REFERENCES payments(payment_id),
     CHECK ((status = 'paid') = (payment_id IS NOT NULL))
 );
+
+-- Availability and holds are looked up per book on every catalog search.
+CREATE INDEX copies_by_book ON copies (book_id, status, branch_id);
+CREATE INDEX holds_by_book ON holds (book_id, status);
+CREATE INDEX loans_by_copy ON loans (copy_id, returned_on);
+CREATE INDEX books_by_title ON books (title, book_id, author, year, genre);

@@ -93,3 +93,6 @@ CREATE TABLE returns (
     created_at TEXT NOT NULL,
     CHECK ((kind = 'exchange') = (exchange_sku IS NOT NULL))
 );
+
+-- Product searches list each product's SKUs.
+CREATE INDEX skus_by_product ON skus (product_id, price);
