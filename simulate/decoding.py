@@ -126,16 +126,10 @@ def _decode(
         rows.append(_Row(i, req, generator, matcher))
     masks = RowMasks(vocab_size, len(rows)) if any(r.matcher is not None for r in rows) else None
 
-    width = max(len(r.request.prompt_ids) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for b, row in enumerate(rows):
-        n = len(row.request.prompt_ids)
-        input_ids[b, width - n :] = torch.tensor(row.request.prompt_ids, dtype=torch.long)
-        attention[b, width - n :] = 1
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
     cache = DynamicCache(config=model.config)
+    input_ids, attention, positions = _prefill_inputs(
+        model, [r.request.prompt_ids for r in rows], pad_token_id, cache
+    )
     live = rows  # rows still decoding, in batch order
 
     while True:
@@ -183,6 +177,52 @@ def _decode(
         input_ids = torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=-1)
         positions = positions[:, -1:] + 1
+
+
+# Below this many shared tokens a separate prefix pass costs more than it saves.
+MIN_SHARED_PREFIX = 8
+
+
+def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens every prompt starts with, leaving each at least one token of its own."""
+    first, shortest = prompts[0], min(len(p) for p in prompts)
+    n = shortest - 1
+    for other in prompts[1:]:
+        i = 0
+        while i < n and other[i] == first[i]:
+            i += 1
+        n = i
+    return max(n, 0)
+
+
+def _prefill_inputs(
+    model: Any, prompts: Sequence[Sequence[int]], pad_token_id: int, cache: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first forward's input ids, attention mask and positions, with `cache` pre-filled.
+
+    Rows that share a prefix (a GRPO group's samples, a simulator's 20 prompts under one system
+    prompt) run that prefix once at batch size 1 and copy its KV cache to every row; only the
+    rest of each prompt is computed per row. The padding then sits between the shared prefix and
+    each row's own tokens; the mask hides it and positions skip it, as with left padding.
+    """
+    device = model.device
+    shared = shared_prefix_len(prompts) if len(prompts) > 1 else 0
+    if shared < MIN_SHARED_PREFIX:
+        shared = 0
+    if shared:
+        prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device)
+        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(len(prompts))
+    width = max(len(p) for p in prompts) - shared
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    own = torch.zeros((len(prompts), width), dtype=torch.long)
+    for b, prompt in enumerate(prompts):
+        n = len(prompt) - shared
+        input_ids[b, width - n :] = torch.tensor(prompt[shared:], dtype=torch.long)
+        own[b, width - n :] = 1
+    attention = torch.cat([own.new_ones((len(prompts), shared)), own], dim=-1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+    return input_ids.to(device), attention.to(device), positions.to(device)
 
 
 def _advance(row: _Row, token: int, tokenizer: Any, stop_token_ids: set[int]) -> DecodeResult | None:

@@ -43,6 +43,9 @@ class LearnBenchConfig(BaseModel):
     eval_envs: list[str] = Field(default_factory=lambda: list(DEFAULT_EVAL_ENVS))
     train_envs: list[str] | None = None  # default: every other executable environment with tasks
     max_train_tasks: int | None = Field(default=None, ge=1)  # a deterministic subset (CPU budget)
+    # Graph-synthesized tasks added per training environment (template writer, no model): more
+    # trajectories of the look-up-then-act shape than the hand-written tasks alone give.
+    synth_per_env: int = Field(default=0, ge=0)
     eval_samples: int = Field(default=1, ge=1)  # >1 samples at eval_temperature
     eval_temperature: float = Field(default=0.0, ge=0.0)
     trainer: TrainerConfig
@@ -61,8 +64,10 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         micro_batch_size=1,
         keep_last=1,
         episode=EpisodeConfig(
-            max_turns=4,
-            max_tokens_per_turn=80,
+            # Three calls and an answer fit, with one turn to spare for a retry after an error;
+            # a call with a written body (a reply, a review) needs more than 80 tokens.
+            max_turns=5,
+            max_tokens_per_turn=128,
             max_total_tokens=1536,
             params=SamplingParams(temperature=1.0, logprobs=True),
         ),
@@ -151,6 +156,24 @@ def load_task_sets(
     return envs, train, held, [n for n in train_names if n in used]
 
 
+async def synthesized_training_tasks(
+    envs: dict[str, Any], train_names: list[str], per_env: int, *, seed: int = 0
+) -> list[Task]:
+    """`per_env` gated two-call graph tasks (at least one write) for each training environment."""
+    from arena.difficulty import Difficulty
+    from arena.synth.graph_tasks import synthesize_graph_tasks
+
+    out: list[Task] = []
+    for name in train_names:
+        if name not in envs:
+            continue
+        result = await synthesize_graph_tasks(
+            envs[name], per_env, seed=seed, difficulty=Difficulty(walk_length=2)
+        )
+        out.extend(result.tasks)
+    return out
+
+
 async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:
     from simulate.local import LocalChatModel
 
@@ -173,6 +196,10 @@ async def run_learn_bench(
     started = time.perf_counter()
     say = progress or (lambda _m: None)
     envs, train_tasks, eval_tasks, train_names = load_task_sets(config, Registry())
+    if config.synth_per_env:
+        synthesized = await synthesized_training_tasks(envs, train_names, config.synth_per_env)
+        say(f"{len(synthesized)} synthesized training tasks")
+        train_tasks = [*train_tasks, *synthesized]
     cfg = config.trainer
     eval_prepared, skipped = await prepare_tasks(
         eval_tasks, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset

@@ -46,6 +46,8 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         if args.grpo_steps < 1:
             raise CliError("--grpo-steps must be at least 1")
         trainer = trainer.model_copy(update={"max_steps": args.grpo_steps})
+    if args.synth_tasks is not None and args.synth_tasks < 0:
+        raise CliError("--synth-tasks must be 0 or more")
     if args.sft_epochs is not None:
         if args.sft_epochs <= 0:
             raise CliError("--sft-epochs must be positive")
@@ -61,6 +63,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         eval_envs=eval_envs,
         eval_samples=args.samples,
         max_train_tasks=args.train_tasks or (16 if args.quick else None),
+        synth_per_env=args.synth_tasks if args.synth_tasks is not None else (0 if args.quick else 6),
         eval_temperature=0.0 if args.samples == 1 else 0.7,
         trainer=trainer,
     )
@@ -108,6 +111,11 @@ def register(cli: Cli) -> None:
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
     p.add_argument("--train-tasks", type=int, help="use at most this many training tasks")
+    p.add_argument(
+        "--synth-tasks",
+        type=int,
+        help="graph-synthesized training tasks per training environment (default 6; 0 with --quick)",
+    )
     p.add_argument(
         "--samples", type=int, default=1, help="evaluation episodes per task (>1 samples at T=0.7)"
     )

@@ -52,3 +52,24 @@ def test_train_command_rejects_unknown_tasks(
     assert "unknown environment 'atlantis'" in capsys.readouterr().err
     assert main([*args, "library/no-such-task"]) == 2
     assert "no trainable task matches 'library/no-such-task'" in capsys.readouterr().err
+
+
+def test_synthesized_training_tasks_come_from_training_envs_only() -> None:
+    import anyio
+
+    from arena.env.registry import Registry
+    from trainer.learn_bench import synthesized_training_tasks
+
+    config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
+    envs, _train, _held, train_names = load_task_sets(config, Registry())
+    tasks = anyio.run(synthesized_training_tasks, envs, train_names[:2], 3)
+    assert len(tasks) == 6 and {t.env for t in tasks} == set(train_names[:2])
+    for t in tasks:  # two calls with a write: the shape of the held-out evaluation tasks
+        assert len(t.reference) == 2 and is_eval_task(t, envs[t.env]), t.reference
+
+
+def test_negative_synth_count_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], embedded_model_path: Path
+) -> None:
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--synth-tasks", "-1"]) == 2
+    assert "--synth-tasks must be 0 or more" in capsys.readouterr().err
