@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check
 
-.PHONY: setup run test test-heavy lint format clean
+.PHONY: setup run test lint format clean
 
 setup: $(STAMP)
 
@@ -27,11 +27,7 @@ test: setup
 	bash scripts/install-test-tools.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -m "not heavy"
-
-# The real-model tests that exceed the CI budget on a 2-core CPU (see the `heavy` marker).
-test-heavy: setup
-	$(BIN)/python -m pytest -m heavy
+	$(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check .
