@@ -31,7 +31,15 @@ from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
 from trainer.checkpoints import Lineage, latest_checkpoint, load_policy, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
-from trainer.metrics import CheckpointInfo, OnStep, RolloutStats, SafePoint, StepMetrics, TrainResult
+from trainer.metrics import (
+    CheckpointInfo,
+    OnStep,
+    RolloutStats,
+    SafePoint,
+    StepMetrics,
+    TaskOutcome,
+    TrainResult,
+)
 from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
 from trainer.tasks import PreparedTask, prepare_tasks
@@ -321,7 +329,19 @@ async def train_round(
     factory = (
         _http_policy_factory(config) if config.rollout_backend == "http" else _local_policy_factory(config)
     )
-    bridge = RolloutBridge(prepared, config, policy_factory=factory, user=user, sandbox=sandbox)
+    outcomes: dict[str, TaskOutcome] = {}
+    env_of = {p.key: p.task.env for p in prepared}
+
+    def count(_stats: RolloutStats, episodes: list[tuple[str, Any, Any]]) -> None:
+        for key, _transcript, verdict in episodes:
+            o = outcomes.setdefault(key, TaskOutcome(task=key, env=env_of[key]))
+            o.episodes += 1
+            o.passed += bool(verdict.passed)
+            o.reward_sum += float(verdict.reward)
+
+    bridge = RolloutBridge(
+        prepared, config, policy_factory=factory, user=user, sandbox=sandbox, on_rollout=count
+    )
     run = _Run(
         round_id=round_id,
         config=config,
@@ -373,4 +393,5 @@ async def train_round(
         seconds=time.perf_counter() - started,
         checkpoints=run.checkpoints,
         metrics=run.metrics,
+        task_outcomes=sorted(outcomes.values(), key=lambda o: o.task),
     )

@@ -71,6 +71,16 @@ class CheckpointInfo(BaseModel):
     reward_mean: float | None = None
 
 
+class TaskOutcome(BaseModel):
+    """How a task's training episodes went in one call (the curriculum learns from these too)."""
+
+    task: str  # ENV/ID
+    env: str
+    episodes: int = 0
+    passed: int = 0
+    reward_sum: float = 0.0
+
+
 class TrainResult(BaseModel):
     """The outcome of one `train_round` or `sft_warmup` call."""
 
@@ -91,6 +101,7 @@ class TrainResult(BaseModel):
     seconds: float = 0.0
     checkpoints: list[CheckpointInfo] = Field(default_factory=list)
     metrics: list[StepMetrics] = Field(default_factory=list)
+    task_outcomes: list[TaskOutcome] = Field(default_factory=list)  # GRPO: per task, over its rollouts
 
 
 OnStep = Callable[[StepMetrics], None]

@@ -1,7 +1,8 @@
 """PLAN: difficulty per environment, the training task budget, and the synthesis guidelines.
 
-1. `curriculum.controller.update_curriculum` folds this round's verified evaluation episodes (with
-   the difficulty each task was synthesized at) into the per-environment state.
+1. `curriculum.controller.update_curriculum` folds this round's verified evaluation episodes and
+   the previous round's GRPO rollouts (per-task counts kept by TRAIN), each with the difficulty its
+   task was synthesized at, into the per-environment state.
 2. The diagnosis report weights the training environments: `diagnose.wiring.apply_weakness` by
    name, and, because the arena is held out of training, a weak arena environment passes its
    weakness on to the training environments of its top-level category.
@@ -39,6 +40,20 @@ def task_difficulty(data: dict[str, Any]) -> Any:
         return Difficulty()
 
 
+def training_outcomes(train_output: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> list[Any]:
+    """The GRPO rollouts of a finished TRAIN phase as curriculum outcomes (one per episode)."""
+    from curriculum.state import EpisodeOutcome
+
+    out: list[EpisodeOutcome] = []
+    for o in (train_output.get("grpo") or {}).get("task_outcomes", []):
+        difficulty = task_difficulty(tasks.get(o["task"], {}))
+        passed, episodes = int(o.get("passed", 0)), int(o.get("episodes", 0))
+        out.extend(
+            EpisodeOutcome(env=o["env"], passed=i < passed, difficulty=difficulty) for i in range(episodes)
+        )
+    return out
+
+
 class PlanPhase(BasePhase):
     """Curriculum: difficulty per environment, the task mix and the guidelines."""
 
@@ -56,6 +71,13 @@ class PlanPhase(BasePhase):
             episodes = await repo.episodes_for_round(s, ctx.round, purpose="eval")
             tasks = {t.id: t.data for t in await repo.tasks_for_round(s, ctx.round)}
             report = await load_report(s, ctx.round)
+            # Last round's training rollouts: its TRAIN ran after its PLAN, so they are new here.
+            last_train = await repo.get_phase(s, ctx.round - 1, "train") if ctx.round > 1 else None
+            train_output: dict[str, Any] = {}
+            train_tasks: dict[str, dict[str, Any]] = {}
+            if last_train is not None and last_train.status == "done" and last_train.output:
+                train_output = last_train.output
+                train_tasks = {t.id: t.data for t in await repo.tasks_for_round(s, ctx.round - 1)}
         state = CurriculumState(
             round=max((r.round for r in rows.values()), default=0),
             envs={env: EnvCurriculum.model_validate(r.data) for env, r in rows.items() if r.data},
@@ -66,6 +88,8 @@ class PlanPhase(BasePhase):
             )
             for ep in episodes
         ]
+        from_training = training_outcomes(train_output, train_tasks)
+        outcomes += from_training
         envs = load_envs(ctx)
         evaluate = ctx.previous.get("evaluate", {})
         arena = [n for n in evaluate.get("arena", []) if n in envs]
@@ -100,6 +124,7 @@ class PlanPhase(BasePhase):
             "state": new_state.model_dump(mode="json"),
             "decisions": [d.model_dump(mode="json") for d in decisions],
             "outcomes": len(outcomes),
+            "training_outcomes": len(from_training),
             "candidates": [c.model_dump(mode="json") for c in candidates],
             "untrainable": [n for n in training if n not in trainable],
             "allocation": allocation.model_dump(mode="json"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from arena.synth.cost import SynthesisReport
 from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
-from ops.phases.plan import task_difficulty
+from ops.phases.plan import task_difficulty, training_outcomes
 from ops.phases.runtime import record_synthesis, trainer_config
 from ops.phases.tasks import pick
 
@@ -80,6 +80,24 @@ def test_task_difficulty_reads_only_curriculum_knobs() -> None:
     d = task_difficulty({"difficulty": {"walk_length": 3, "distractors": 1, "seed": 7, "tool_subset": "a,b"}})
     assert d.walk_length == 3 and d.distractors == 1
     assert task_difficulty({}).as_dict() == task_difficulty({"difficulty": {"bogus": 1}}).as_dict()
+
+
+def test_last_rounds_training_rollouts_become_curriculum_outcomes() -> None:
+    train_output = {
+        "grpo": {
+            "task_outcomes": [
+                {"task": "hotels/g-1", "env": "hotels", "episodes": 4, "passed": 1, "reward_sum": 1.5},
+                {"task": "banking/g-2", "env": "banking", "episodes": 2, "passed": 2, "reward_sum": 2.0},
+            ]
+        }
+    }
+    tasks = {"hotels/g-1": {"difficulty": {"walk_length": 3}}}
+    outcomes = training_outcomes(train_output, tasks)
+    assert [(o.env, o.passed) for o in outcomes] == [("hotels", True)] + [("hotels", False)] * 3 + [
+        ("banking", True)
+    ] * 2
+    assert outcomes[0].difficulty.walk_length == 3
+    assert training_outcomes({"skipped": "no training tasks", "steps": 0}, {}) == []
 
 
 def test_pick_is_seeded_and_puts_the_preferred_group_first() -> None:

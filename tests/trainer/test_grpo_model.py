@@ -75,6 +75,10 @@ async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_
         0, [letters_task()], embedded_model_path, tmp_path, tiny_config(), on_step=seen.append
     )
     assert result.steps == 1 and len(seen) == 1 and result.episodes == 4
+    # Per-task counts of the rollouts, for the curriculum.
+    [outcome] = result.task_outcomes
+    assert outcome.task == letters_task().full_id and outcome.episodes == 4
+    assert outcome.passed == round(result.pass_rate * 4)
     step = seen[0]
     assert step.finite() and math.isfinite(step.loss) and step.entropy is not None
     assert step.clip_fraction is not None and step.tokens_per_s and step.tokens_per_s > 0
