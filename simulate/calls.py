@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -101,6 +102,39 @@ def model_role(role: str) -> Iterator[None]:
         yield
     finally:
         _ROLE.reset(token)
+
+
+def record_completion(
+    role: str, backend: str, model: str, completion: Completion, *, attempts: int = 1
+) -> None:
+    """Record a successful call from its completion (latency, tokens, finish reason)."""
+    usage = completion.usage
+    who = {"role": role, "backend": backend, "model": model, "ok": True, "attempts": attempts}
+    record_call(
+        CallRecord(
+            **who,
+            latency_s=completion.latency_s,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            finish_reason=completion.finish_reason,
+        )
+    )
+
+
+def record_failure(
+    role: str,
+    backend: str,
+    model: str,
+    started: float,
+    error: Exception,
+    *,
+    prompt_tokens: int = 0,
+    attempts: int = 1,
+) -> None:
+    """Record a failed call that began at `started` (a `time.perf_counter()` reading)."""
+    latency = time.perf_counter() - started
+    who = {"role": role, "backend": backend, "model": model, "ok": False, "attempts": attempts}
+    record_call(CallRecord(**who, latency_s=latency, prompt_tokens=prompt_tokens, error=str(error)))
 
 
 def record_call(record: CallRecord) -> None:

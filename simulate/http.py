@@ -24,7 +24,7 @@ import structlog
 from arena.protocols import ModelError
 from arena.types import Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSpec, Usage
 from simulate.breaker import CircuitBreaker
-from simulate.calls import CallRecord, current_role, record_call
+from simulate.calls import current_role, record_completion, record_failure
 from simulate.model_errors import ModelRequestError, ModelUnavailable
 
 log = structlog.get_logger(__name__)
@@ -155,32 +155,10 @@ class HttpChatModel:
         try:
             completion, attempts = await self._with_retries(body)
         except ModelError as exc:
-            record_call(
-                CallRecord(
-                    role=role,
-                    backend=self.backend,
-                    model=self.name,
-                    ok=False,
-                    latency_s=time.perf_counter() - started,
-                    attempts=max(1, attempts),
-                    error=str(exc),
-                )
-            )
+            record_failure(role, self.backend, self.name, started, exc, attempts=max(1, attempts))
             raise
         completion.latency_s = time.perf_counter() - started
-        record_call(
-            CallRecord(
-                role=role,
-                backend=self.backend,
-                model=self.name,
-                ok=True,
-                latency_s=completion.latency_s,
-                prompt_tokens=completion.usage.prompt_tokens,
-                completion_tokens=completion.usage.completion_tokens,
-                finish_reason=completion.finish_reason,
-                attempts=attempts,
-            )
-        )
+        record_completion(role, self.backend, self.name, completion, attempts=attempts)
         return completion
 
     async def _with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:

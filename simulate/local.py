@@ -26,7 +26,7 @@ import structlog
 from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
 from simulate.batching import DynamicBatcher, Job
-from simulate.calls import CallRecord, current_role, record_call
+from simulate.calls import current_role, record_completion, record_failure
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
 from simulate.model_errors import ModelRequestError
@@ -271,21 +271,10 @@ class LocalChatModel:
             result = await self._batcher.submit(request)
         except Exception as exc:
             error = exc if isinstance(exc, ModelError) else ModelError(f"local generation failed: {exc}")
-            record_call(
-                CallRecord(
-                    role=role,
-                    backend=self.backend,
-                    model=self.name,
-                    ok=False,
-                    latency_s=time.perf_counter() - started,
-                    prompt_tokens=len(prompt_ids),
-                    error=str(error),
-                )
-            )
+            record_failure(role, self.backend, self.name, started, error, prompt_tokens=len(prompt_ids))
             if error is exc:
                 raise
             raise error from exc
-        latency = time.perf_counter() - started
         self._remember(prompt_ids, result.token_ids)
         completion = Completion(
             text=result.text,
@@ -295,20 +284,9 @@ class LocalChatModel:
             completion_logprobs=result.logprobs if params.logprobs else None,
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(result.token_ids)),
             model=self.name,
-            latency_s=latency,
+            latency_s=time.perf_counter() - started,
         )
-        record_call(
-            CallRecord(
-                role=role,
-                backend=self.backend,
-                model=self.name,
-                ok=True,
-                latency_s=latency,
-                prompt_tokens=len(prompt_ids),
-                completion_tokens=len(result.token_ids),
-                finish_reason=result.finish_reason,
-            )
-        )
+        record_completion(role, self.backend, self.name, completion)
         return completion
 
     def _run_batch(self, jobs: Sequence[Job[DecodeRequest, DecodeResult]]) -> None:

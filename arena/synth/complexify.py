@@ -331,9 +331,6 @@ async def complexify(
         shutil.copytree(work, out_dir)
     new_env = load_environment(out_dir, cache=False)
     result.version_after = new_env.version
-    report.kept = sum(result.added.values())
-    report.seconds = time.perf_counter() - started
-    if on_report is not None:
-        on_report(report)
+    report.finish(sum(result.added.values()), started, on_report)
     log.info("env_complexified", env=env.name, added=result.added, reverted=list(result.reverted))
     return result

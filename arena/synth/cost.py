@@ -30,6 +30,9 @@ class StageCost(BaseModel):
     accepted: int = 0
 
 
+ReportObserver = Callable[["SynthesisReport"], None]
+
+
 class SynthesisReport(BaseModel):
     """One synthesis run: what was asked, what was kept, why the rest was rejected, what it cost."""
 
@@ -60,12 +63,16 @@ class SynthesisReport(BaseModel):
         """Prompt plus completion tokens over every stage."""
         return sum(s.prompt_tokens + s.completion_tokens for s in self.stages.values())
 
+    def finish(self, kept: int, started: float, on_report: ReportObserver | None) -> None:
+        """Close the report (kept count, wall time since `started`) and hand it to the observer."""
+        self.kept = kept
+        self.seconds = time.perf_counter() - started
+        if on_report is not None:
+            on_report(self)
+
     def summary(self) -> dict[str, Any]:
         """The report plus totals, as plain JSON."""
         return {**self.model_dump(mode="json"), "model_calls": self.model_calls, "tokens": self.tokens}
-
-
-ReportObserver = Callable[[SynthesisReport], None]
 
 
 class StageMeter:

@@ -365,10 +365,8 @@ async def synthesize_environment(
         result.steps = pipe.records
         result.problem = str(exc)
         report.reject("envgen")
-        report.seconds = time.perf_counter() - started
         log.info("envgen_rejected", theme=theme[:60], problem=result.problem)
-        if on_report is not None:
-            on_report(report)
+        report.finish(0, started, on_report)
         return result
     result.steps = pipe.records
     # Write beside the target, then rename: an interrupted run leaves no half-written folder.
@@ -378,10 +376,7 @@ async def synthesize_environment(
         _write(staged, state, state["tests"])
         staged.rename(out_dir)
     result.ok, result.path, result.name = True, str(out_dir), spec.name
-    report.kept = 1
-    report.seconds = time.perf_counter() - started
-    if on_report is not None:
-        on_report(report)
+    report.finish(1, started, on_report)
     return result
 
 

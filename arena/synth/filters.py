@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from arena.env.state import from_image, states_equal
 from arena.protocols import ChatModel, UserSimulator
-from arena.synth.cost import SynthesisReport
+from arena.synth.cost import StageMeter, SynthesisReport
 from arena.tasks.gates import empty_gate, gold_gate
 from arena.tasks.model import Task
 from arena.tasks.replay import ReferenceReplayError, first_failure, replay_reference
@@ -89,6 +89,15 @@ class TaskFilter:
             return (instance.snapshot() if keep else None), instance.image(), outputs
         finally:
             await instance.aclose()
+
+    async def admit(self, task: Task, meter: StageMeter) -> bool:
+        """`check`, timed and counted as the "gates" stage; True when the task is kept."""
+        with meter.timed("gates") as cost:
+            cost.attempted += 1
+            if await self.check(task) is not None:
+                return False
+            cost.accepted += 1
+            return True
 
     async def check(self, task: Task) -> str | None:
         """None when the task passes every gate, else the name of the gate that rejected it."""

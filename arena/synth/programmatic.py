@@ -204,14 +204,7 @@ async def synthesize_program_tasks(
             report.reject("program")
             log.debug("program_task_invalid", env=env.name, error=str(exc)[:300])
             continue
-        with meter.timed("gates") as cost:
-            cost.attempted += 1
-            if await gate.check(task) is not None:
-                continue
-            cost.accepted += 1
-        tasks.append(task)
-    report.kept = len(tasks)
-    report.seconds = time.perf_counter() - started
-    if on_report is not None:
-        on_report(report)
+        if await gate.admit(task, meter):
+            tasks.append(task)
+    report.finish(len(tasks), started, on_report)
     return SynthesisResult(tasks=tasks, report=report)
