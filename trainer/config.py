@@ -96,6 +96,8 @@ class TrainerConfig(BaseModel):
     # micro-batches (gradient accumulation, one generation per optimizer step), which bounds memory.
     micro_batch_size: int = Field(default=2, ge=1)
     gradient_checkpointing: bool = True
+    # bfloat16 autocast (fp32 master weights): None = where the hardware computes bf16 natively.
+    bf16: bool | None = None
     seed: int = 0
     lora: LoraConfig = Field(default_factory=LoraConfig)
     # Rollouts

@@ -40,6 +40,7 @@ from trainer.metrics import (
     TaskOutcome,
     TrainResult,
 )
+from trainer.precision import use_bf16
 from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
 from trainer.tasks import PreparedTask, prepare_tasks
@@ -74,7 +75,8 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
         max_completion_length=config.episode.max_total_tokens,
         gradient_checkpointing=config.gradient_checkpointing,
         use_cpu=cpu,
-        bf16=not cpu,  # load_policy gives bfloat16 weights on GPU
+        # GPU: load_policy gives bfloat16 weights. CPU: fp32 weights with bf16 autocast where native.
+        bf16=use_bf16(config.bf16, "cpu" if cpu else "cuda"),
         fp16=False,
         seed=seed,
         logging_steps=1,

@@ -36,6 +36,7 @@ from arena.types import Message, ToolCall
 from trainer.checkpoints import LINEAGE_FILE, Lineage, load_policy, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.metrics import CheckpointInfo, OnStep, SafePoint, StepMetrics, TrainResult
+from trainer.precision import assistant_token_loss, autocast, use_bf16
 from trainer.tasks import PreparedTask, prepare_tasks
 
 log = structlog.get_logger(__name__)
@@ -167,6 +168,7 @@ def _train_sync(
     sft = config.sft
     torch.manual_seed(sft.seed)
     device = next(model.parameters()).device
+    bf16 = use_bf16(config.bf16, device.type) and next(model.parameters()).dtype == torch.float32
     batches = _batches(examples, sft.batch_size, sft.epochs, sft.seed)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
@@ -192,7 +194,8 @@ def _train_sync(
         for e in batch:
             ids = torch.tensor([e.input_ids], device=device)
             labels = torch.tensor([e.labels], device=device)
-            loss = model(input_ids=ids, labels=labels).loss * (e.trained_tokens / tokens)
+            with autocast(bf16, device.type):
+                loss = assistant_token_loss(model, ids, labels, IGNORE) * (e.trained_tokens / tokens)
             loss.backward()
             total_loss += float(loss.detach())
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
