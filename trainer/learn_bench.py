@@ -69,12 +69,10 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
             # a call with a written body (a reply, a review) needs more than 80 tokens.
             max_turns=5,
             max_tokens_per_turn=128,
-            # The whole sequence: the prompts are 550-950 tokens and a look-up's result adds a few
-            # hundred; at 1,536 most held-out episodes were cut off before their last call.
-            max_total_tokens=2560,
+            max_total_tokens=1536,
             params=SamplingParams(temperature=1.0, logprobs=True),
         ),
-        sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4, max_length=2560),
+        sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4),
     )
 
 
