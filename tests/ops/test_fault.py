@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from arena.store import Store, check_integrity
+from ops.phases.base import PHASE_ORDER
 
 ROUNDS, TASKS, SAMPLES = 6, 10, 2
 FAKE_ENV = {
@@ -42,6 +43,21 @@ def committed(db: Path) -> dict[tuple[int, str, int], tuple[int, str, float]]:
     return {(r, t, s): (i, c, w) for r, t, s, i, c, w in rows}
 
 
+def wait_for_phase(proc, base: str, phase: str, limit: float = 3) -> str | None:
+    """Poll /status until `phase` runs (or `limit` passes); the phase running at the end, if any."""
+    deadline = time.monotonic() + limit
+    current = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            current = httpx.get(f"{base}/status", timeout=1).json().get("phase")
+        except httpx.HTTPError:
+            current = None
+        if current == phase:
+            break
+        time.sleep(0.005)
+    return current
+
+
 def wait_healthy(proc, base: str, limit: float = 30) -> bool:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and proc.poll() is None:
@@ -59,15 +75,20 @@ def test_sigkill_at_random_points_loses_and_redoes_nothing(tmp_path: Path, spawn
     db = tmp_path / "var" / "arena.db"
     seen: dict[tuple[int, str, int], tuple[int, str, float]] = {}
     kills = 0
-    for _ in range(14):
+    hit: set[str] = set()
+    for attempt in range(14):
         proc, base = spawn_daemon(tmp_path, **FAKE_ENV)
         if not wait_healthy(proc, base):
             out = proc.communicate(timeout=10)[0]
             pytest.fail(f"daemon did not come up:\n{out}")
-        time.sleep(rng.uniform(0.0, 1.0))
+        # Aim each kill at a phase in turn, then a random moment inside it (or just after it).
+        current = wait_for_phase(proc, base, PHASE_ORDER[attempt % len(PHASE_ORDER)])
+        time.sleep(rng.uniform(0.0, 0.1))
         if proc.poll() is not None:  # finished every round already
             break
         proc.kill()
+        if current is not None:
+            hit.add(current)
         proc.wait(timeout=10)
         kills += 1
         now = committed(db)
@@ -77,6 +98,7 @@ def test_sigkill_at_random_points_loses_and_redoes_nothing(tmp_path: Path, spawn
         if kills >= 10:
             break
     assert kills >= 10
+    assert len(hit) >= 5, f"kills landed in {sorted(hit)} only"
 
     proc, _ = spawn_daemon(tmp_path, **FAKE_ENV)
     out = proc.communicate(timeout=120)[0]
