@@ -9,7 +9,6 @@ same bar without touching this file.
 from __future__ import annotations
 
 import sqlite3
-import tomllib
 from collections.abc import Iterator
 
 import anyio
@@ -23,11 +22,7 @@ from arena.tasks.gates import run_gates
 from arena.tasks.model import Task
 from arena.tasks.toml_io import load_tasks
 
-ENVS = [
-    p.name
-    for p in bundled_env_dirs()
-    if tomllib.loads((p / "env.toml").read_text()).get("kind", "executable") == "executable"
-]
+ENVS = [p.name for p in bundled_env_dirs() if load_environment(p).kind == "executable"]
 
 
 def test_the_bundled_set_is_broad() -> None:
