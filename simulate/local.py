@@ -219,7 +219,12 @@ class LocalChatModel:
         Where the conversation extends one this model already completed, the ids of that earlier
         prompt and completion are reused as they were (see `simulate.token_prefix`).
         """
-        return self._prefixes.encode(self._render_text(messages, tools), self._tokenize)
+        return self._encode(messages, tools)[1]
+
+    def _encode(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> tuple[str, list[int]]:
+        """The rendered prompt text and its ids (earlier turns' ids reused)."""
+        text = self._render_text(messages, tools)
+        return text, self._prefixes.encode(text, self._tokenize)
 
     def _render_text(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
         if not messages:
@@ -239,10 +244,12 @@ class LocalChatModel:
     def _tokenize(self, text: str) -> list[int]:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _remember(self, prompt_ids: list[int], completion_ids: list[int]) -> None:
-        ids = prompt_ids + completion_ids
-        text = self._tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        self._prefixes.remember(text, ids)
+    def _remember(self, prompt_text: str, prompt_ids: list[int], completion_ids: list[int]) -> None:
+        """Remember a finished sequence by its text: the rendered prompt, then the sampled ids decoded."""
+        completion = self._tokenizer.decode(
+            completion_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        self._prefixes.remember(prompt_text + completion, prompt_ids + completion_ids)
 
     # ------------------------------------------------------------------------------------ chat
     async def chat(
@@ -258,7 +265,7 @@ class LocalChatModel:
         started = time.perf_counter()
         prompt_ids: list[int] = []
         try:
-            prompt_ids = self.render_prompt(messages, tools)
+            prompt_text, prompt_ids = self._encode(messages, tools)
             room = self.context_length - len(prompt_ids)
             if room < 1:
                 raise ModelRequestError(
@@ -275,7 +282,7 @@ class LocalChatModel:
             if error is exc:
                 raise
             raise error from exc
-        self._remember(prompt_ids, result.token_ids)
+        self._remember(prompt_text, prompt_ids, result.token_ids)
         completion = Completion(
             text=result.text,
             finish_reason=result.finish_reason,
