@@ -260,11 +260,12 @@ def _train_sync(
     """Build the `GRPOTrainer` and train (blocking, in a worker thread)."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from trl import GRPOTrainer
+
+    from trainer.policy_logps import policy_token_trainer_class
 
     dataset = Dataset.from_list([{"prompt": task_prompt(t.key)} for t in prepared])
     args = grpo_args(run.config, run.out_dir, max_steps=max_steps, seed=run.config.seed + run.offset)
-    trainer = GRPOTrainer(
+    trainer = policy_token_trainer_class()(
         model=model,
         reward_funcs=[reward_from_rollout],
         args=args,

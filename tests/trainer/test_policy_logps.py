@@ -1,0 +1,54 @@
+"""GRPO's log-probabilities on policy tokens only equal TRL's own scoring where the loss looks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from trainer.policy_logps import policy_token_logps
+
+
+@pytest.mark.model
+def test_policy_token_logps_match_trl_scoring_under_the_mask(embedded_model_path: Path) -> None:
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_path, dtype=torch.float32)
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    gen = torch.Generator().manual_seed(0)
+    prompt, width = 40, 60
+    ids = torch.randint(0, 40_000, (2, prompt + width), generator=gen)
+    attention = torch.ones_like(ids)
+    attention[1, :5] = 0  # a left-padded prompt in the second row
+    mask = torch.zeros(2, width, dtype=torch.long)
+    mask[0, 3:20] = 1  # policy turns; the rest stands for tool results and glue
+    mask[1, 10:30] = 1
+    mask[1, 45:50] = 1
+    with torch.no_grad():
+        labels = ids.masked_fill(attention == 0, -100)
+        labels[:, :prompt] = -100
+        trl = model(input_ids=ids, attention_mask=attention, labels=labels, fused_lm_head=True)
+        ours, entropy = policy_token_logps(model, ids, attention, mask, compute_entropy=True)
+    on = mask.bool()
+    assert torch.allclose(ours[on], trl.log_probs[:, -width:][on], atol=1e-4)
+    assert torch.allclose(entropy[on], trl.entropy[:, -width:][on], atol=1e-3)
+    assert (ours[~on] == 0).all() and (entropy[~on] == 0).all()
+
+
+@pytest.mark.model
+def test_an_all_masked_micro_batch_costs_nothing_but_keeps_the_graph(embedded_model_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_path, dtype=torch.float32)
+    ids = torch.randint(0, 40_000, (1, 50), generator=torch.Generator().manual_seed(1))
+    logps, entropy = policy_token_logps(
+        model, ids, torch.ones_like(ids), torch.zeros(1, 20, dtype=torch.long), compute_entropy=True
+    )
+    assert logps.shape == (1, 20) and (logps == 0).all() and logps.requires_grad
+    logps.sum().backward()  # no error: a zero gradient
+    assert entropy is not None and (entropy == 0).all()
