@@ -45,6 +45,10 @@ class EpisodeScore(BaseModel):
     turns: int
     calls: int
     finish: str
+    # What went wrong, for reading a report: the tools called in order (a trailing "!" marks an
+    # error result) and the names of the checks that failed.
+    tools: list[str] = []
+    failed_checks: list[str] = []
 
 
 class EvalSummary(BaseModel):
@@ -162,6 +166,8 @@ async def evaluate(
                 turns=transcript.num_turns,
                 calls=len(transcript.calls),
                 finish=transcript.finish,
+                tools=[r.call.name + ("" if r.result.ok else "!") for r in transcript.calls],
+                failed_checks=[c.name for c in verdict.checks if not c.passed],
             )
         )
 
