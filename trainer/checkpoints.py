@@ -161,14 +161,19 @@ def lineage_chain(folder: Path, *, limit: int = 100) -> list[Lineage]:
     return chain
 
 
-def load_policy(folder: Path, *, device: str = "cpu") -> tuple[Any, Any]:
-    """Load a model folder (checkpoint or base model) as a float model and its tokenizer (blocking)."""
+def load_policy(folder: Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
+    """Load a model folder (checkpoint or base model) and its tokenizer (blocking).
+
+    The weights are fp32 on CPU (training keeps fp32 master weights) and bfloat16 on GPU, unless
+    `dtype` (a torch dtype) says otherwise, as for evaluating in `TrainerConfig.rollout_dtype`.
+    """
     if not (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} is not a model folder (no config.json)")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    if dtype is None:
+        dtype = torch.float32 if device == "cpu" else torch.bfloat16
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device)
     if tokenizer.pad_token is None:

@@ -108,6 +108,9 @@ class TrainerConfig(BaseModel):
     rollout_model: str = "policy"  # the served model name on that server
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
     max_batch: int = Field(default=32, ge=1)  # local backend: rows per decode batch
+    # Local backend: the dtype rollouts and evaluations sample in. "auto" = bfloat16 where the
+    # hardware computes it natively (a refreshed copy of the fp32 training weights on CPU).
+    rollout_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     # What the policy is shown (the same in training, warm-up and evaluation). "compact" leaves the
     # environment's rules out of the system prompt; `tool_subset` shows each task only its
     # reference tools plus that many distractors (TRUSTEE-style tool subsets; keeps CPU prompts short).

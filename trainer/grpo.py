@@ -27,7 +27,7 @@ import anyio.from_thread
 import anyio.to_thread
 import structlog
 
-from arena.protocols import ChatModel, UserSimulator
+from arena.protocols import UserSimulator
 from arena.tasks.model import Task
 from trainer.checkpoints import Lineage, latest_checkpoint, load_policy, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
@@ -43,6 +43,7 @@ from trainer.metrics import (
 from trainer.precision import use_bf16
 from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
+from trainer.rollout_policy import http_policy_factory, local_policy_factory
 from trainer.tasks import PreparedTask, prepare_tasks
 
 log = structlog.get_logger(__name__)
@@ -230,30 +231,6 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _local_policy_factory(config: TrainerConfig) -> Any:
-    def factory(trainer: Any) -> ChatModel:
-        from simulate.local import LocalChatModel
-
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        return LocalChatModel(
-            model, trainer.processing_class, name="policy-train", max_batch=config.max_batch
-        )
-
-    return factory
-
-
-def _http_policy_factory(config: TrainerConfig) -> Any:
-    def factory(trainer: Any) -> ChatModel:
-        from simulate.http import HttpChatModel
-
-        assert config.rollout_base_url is not None
-        return HttpChatModel(
-            config.rollout_base_url, config.rollout_model, role="policy", return_token_ids=True
-        )
-
-    return factory
-
-
 def _train_sync(
     model: Any, tokenizer: Any, prepared: Sequence[PreparedTask], run: _Run, max_steps: int
 ) -> None:
@@ -330,7 +307,7 @@ async def train_round(
             checkpoints=[CheckpointInfo(path=latest[0], step=offset, reward_mean=latest[1].reward_mean)],
         )
     factory = (
-        _http_policy_factory(config) if config.rollout_backend == "http" else _local_policy_factory(config)
+        http_policy_factory(config) if config.rollout_backend == "http" else local_policy_factory(config)
     )
     outcomes: dict[str, TaskOutcome] = {}
     env_of = {p.key: p.task.env for p in prepared}

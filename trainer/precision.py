@@ -60,3 +60,12 @@ def assistant_token_loss(model: Any, input_ids: Any, labels: Any, ignore: int) -
     out = model(input_ids=input_ids, logits_to_keep=positions)
     logits = out.logits[0].float()
     return torch.nn.functional.cross_entropy(logits, targets[positions])
+
+
+def rollout_dtype(setting: str, device: str) -> Any:
+    """Resolve `TrainerConfig.rollout_dtype` for `device`: "auto" is bfloat16 where native."""
+    import torch
+
+    if setting == "auto":
+        return torch.bfloat16 if use_bf16(None, device) else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[setting]

@@ -132,8 +132,8 @@ class RolloutBridge:
         if unknown:
             raise KeyError(f"rollout asked for tasks that were not prepared: {unknown[:5]}")
         model = trainer.accelerator.unwrap_model(trainer.model)
-        if self._policy is None:
-            self._policy = self.policy_factory(trainer)
+        # Every batch: the factory returns its cached policy, refreshed to the current weights.
+        self._policy = self.policy_factory(trainer)
         was_training = model.training
         model.eval()  # rollouts sample from the current weights without dropout or checkpointing
         started = time.perf_counter()

@@ -1,0 +1,87 @@
+"""The model GRPO rollouts sample from: the trainer's own weights (local) or a vLLM server (http).
+
+Local rollouts on a CPU with native bfloat16 sample from a bfloat16 copy of the training model,
+refreshed from the fp32 master weights before every rollout batch: prefill and decode of the
+embedded model run about three times faster than in fp32 (measured on 2 cores: a 1,500-token
+prefill 2.6 s → 0.75 s; a decode step of 30 rows at 1,500 tokens of context 1.15 s → 0.42 s).
+The loss never reads the sampling log-probabilities (TRL recomputes them with the training
+weights, on-policy), so the copy's rounding only changes which tokens get sampled — like a
+bfloat16 vLLM server on GPU. `TrainerConfig.rollout_dtype` picks it; on GPU the training model
+is already bfloat16 and is used directly.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from arena.protocols import ChatModel
+from trainer.config import TrainerConfig
+from trainer.precision import rollout_dtype
+
+log = structlog.get_logger(__name__)
+
+PolicyFactory = Callable[[Any], ChatModel]
+
+
+class InferenceCopy:
+    """A copy of a training model in another dtype, for sampling; `sync()` copies the weights in."""
+
+    def __init__(self, model: Any, dtype: Any) -> None:
+        self.source = model
+        self.model = copy.deepcopy(model).to(dtype).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+
+    def sync(self) -> None:
+        """Copy the source's current weights (cast to this copy's dtype)."""
+        import torch
+
+        with torch.no_grad():
+            self.model.load_state_dict(self.source.state_dict())
+
+
+def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
+    """Rollouts from the trainer's model, or from a refreshed copy in `config.rollout_dtype`."""
+    state: dict[str, Any] = {}
+
+    def factory(trainer: Any) -> ChatModel:
+        from simulate.local import LocalChatModel
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if "chat" not in state:
+            dtype = rollout_dtype(config.rollout_dtype, model.device.type)
+            target = model
+            if dtype != next(model.parameters()).dtype:
+                state["copy"] = InferenceCopy(model, dtype)
+                target = state["copy"].model
+                log.info("grpo.rollout_copy", dtype=str(dtype).removeprefix("torch."))
+            state["chat"] = LocalChatModel(
+                target, trainer.processing_class, name="policy-train", max_batch=config.max_batch
+            )
+        elif "copy" in state:
+            # Between optimizer steps, so no batch is running: the lock-free copy is safe here.
+            state["copy"].sync()
+        return state["chat"]
+
+    return factory
+
+
+def http_policy_factory(config: TrainerConfig) -> PolicyFactory:
+    """Rollouts from an OpenAI-compatible server (vLLM) that the publisher keeps up to date."""
+    state: dict[str, ChatModel] = {}
+
+    def factory(trainer: Any) -> ChatModel:
+        from simulate.http import HttpChatModel
+
+        assert config.rollout_base_url is not None
+        if "chat" not in state:
+            state["chat"] = HttpChatModel(
+                config.rollout_base_url, config.rollout_model, role="policy", return_token_ids=True
+            )
+        return state["chat"]
+
+    return factory
