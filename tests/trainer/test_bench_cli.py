@@ -73,3 +73,33 @@ def test_negative_synth_count_is_a_clear_error(
 ) -> None:
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--synth-tasks", "-1"]) == 2
     assert "--synth-tasks must be 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(embedded_model_path: Path) -> None:
+    """A task whose perfect episode exceeds the budget could never pass: the bench must not hold one."""
+    from transformers import AutoTokenizer
+
+    from arena.env.registry import Registry
+    from trainer.sft import reference_messages, render_examples
+    from trainer.tasks import prepare_tasks
+
+    trainer = default_trainer_config(False)
+    envs, _train, held, _names = load_task_sets(LearnBenchConfig(trainer=trainer), Registry())
+    prepared, skipped = await prepare_tasks(
+        held, envs, system_prompt=trainer.system_prompt, tool_subset=trainer.tool_subset
+    )
+    assert not skipped and len(prepared) >= 30
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
+    lengths: dict[str, int] = {}
+    for item in prepared:
+        messages = await reference_messages(item)
+        assert messages is not None, item.key
+        (example,) = render_examples(
+            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
+        )
+        lengths[item.key] = len(example.input_ids)
+    budget = trainer.episode.max_total_tokens
+    too_long = {k: n for k, n in lengths.items() if n >= budget}
+    assert not too_long, f"reference trajectories at or over the {budget}-token budget: {too_long}"
+    assert trainer.sft.max_length >= max(lengths.values())
