@@ -7,7 +7,8 @@ entirely. Measured on one 1,500-token episode with the embedded model on 2 cores
 7.6 s per forward/backward, this one 3.3 s; a masked-out micro-batch costs a one-token forward.
 
 The trainer subclass hands the loss mask (completion mask × `env_mask`) to the scorer while TRL
-computes the training loss; everywhere else (reference model, old log-probs) TRL's own path runs.
+computes the on-policy training loss; everywhere else (reference model, old log-probs, a loss that
+compares with stored old log-probs) TRL's own path runs.
 Values at masked positions are zero: every use of them in the loss is multiplied by the mask.
 """
 
@@ -74,7 +75,10 @@ def policy_token_trainer_class() -> type:
             mask = inputs["completion_mask"]
             if "tool_mask" in inputs:
                 mask = mask * inputs["tool_mask"]
-            self._loss_mask = mask
+            # With stored old log-probs (several iterations per generation) the ratio exp(new - old)
+            # would overflow where `new` is the zero of a masked position: TRL's own path then.
+            on_policy = inputs.get("old_per_token_logps") is None
+            self._loss_mask = mask if on_policy and self.off_policy_mask_threshold is None else None
             try:
                 return super()._compute_loss(model, inputs)
             finally:
