@@ -76,7 +76,9 @@ def test_negative_synth_count_is_a_clear_error(
 
 
 @pytest.mark.anyio
-async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(embedded_model_path: Path) -> None:
+async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
+    embedded_model_path: Path,
+) -> None:
     """A task whose perfect episode exceeds the budget could never pass: the bench must not hold one."""
     from transformers import AutoTokenizer
 
