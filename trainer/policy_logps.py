@@ -49,16 +49,18 @@ def policy_token_logps(
     out = model(input_ids=input_ids, attention_mask=mask_arg, logits_to_keep=hidden_positions)
     logits = out.logits.float() / temperature
     log_probs = torch.log_softmax(logits, dim=-1)
+
+    def spread(values: Any) -> Any:
+        """B × len(columns) values back to B × K, zero where the mask is 0."""
+        full = loss_mask.new_zeros((batch, width), dtype=values.dtype).index_copy(1, columns, values)
+        return full * loss_mask.to(values.dtype)
+
     targets = input_ids[:, prompt_len + columns]
-    picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    logps = loss_mask.new_zeros((batch, width), dtype=picked.dtype).index_copy(1, columns, picked)
-    logps = logps * loss_mask.to(picked.dtype)
+    logps = spread(log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1))
     entropies = None
     if compute_entropy:
         with torch.no_grad():
-            entropy = -(log_probs.exp() * log_probs).sum(-1)
-        entropies = loss_mask.new_zeros((batch, width), dtype=entropy.dtype).index_copy(1, columns, entropy)
-        entropies = entropies * loss_mask.to(entropy.dtype)
+            entropies = spread(-(log_probs.exp() * log_probs).sum(-1))
     return logps, entropies
 
 

@@ -27,21 +27,13 @@ log = structlog.get_logger(__name__)
 PolicyFactory = Callable[[Any], ChatModel]
 
 
-class InferenceCopy:
-    """A copy of a training model in another dtype, for sampling; `sync()` copies the weights in."""
-
-    def __init__(self, model: Any, dtype: Any) -> None:
-        self.source = model
-        self.model = copy.deepcopy(model).to(dtype).eval()
-        for p in self.model.parameters():
-            p.requires_grad_(False)
-
-    def sync(self) -> None:
-        """Copy the source's current weights (cast to this copy's dtype)."""
-        import torch
-
-        with torch.no_grad():
-            self.model.load_state_dict(self.source.state_dict())
+def inference_copy(model: Any, dtype: Any) -> Any:
+    """A frozen copy of a training model in `dtype`, for sampling (weights follow through
+    `LocalChatModel.load_state_dict`, which casts them)."""
+    twin = copy.deepcopy(model).to(dtype).eval()
+    for p in twin.parameters():
+        p.requires_grad_(False)
+    return twin
 
 
 def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
@@ -56,15 +48,14 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
             dtype = rollout_dtype(config.rollout_dtype, model.device.type)
             target = model
             if dtype != next(model.parameters()).dtype:
-                state["copy"] = InferenceCopy(model, dtype)
-                target = state["copy"].model
+                state["copied"] = True
+                target = inference_copy(model, dtype)
                 log.info("grpo.rollout_copy", dtype=str(dtype).removeprefix("torch."))
             state["chat"] = LocalChatModel(
                 target, trainer.processing_class, name="policy-train", max_batch=config.max_batch
             )
-        elif "copy" in state:
-            # Between optimizer steps, so no batch is running: the lock-free copy is safe here.
-            state["copy"].sync()
+        elif state.get("copied"):
+            state["chat"].load_state_dict(model.state_dict())  # the weights after the last step
         return state["chat"]
 
     return factory
