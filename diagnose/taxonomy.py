@@ -13,7 +13,7 @@ because a single malformed call the agent recovered from is not why the episode 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from arena.env.state import StateDiff
 from arena.episode.transcript import Transcript
 from arena.tasks.model import Task
-from arena.tasks.reward import Verdict
+from arena.tasks.reward import STATE_CHECKS, Verdict
 
 FailureCategory = Literal[
     "format_error",
@@ -84,14 +84,13 @@ DESCRIPTIONS: dict[FailureCategory, str] = {
     "extra_write": "changes the task did not ask for (collateral writes)",
     "wrong_answer": "the state is right but the final answer is not",
     "gave_up_early": "answered after far fewer calls than the task needs",
-    "max_turns": "ran out of turns or tokens",
+    "max_turns": "ran out of turns or tokens, or kept resending a refused call",
     "simulator_fault": "the environment, a simulator or the model backend failed",
     "other": "failed checks no rule explains",
 }
 
 _SLIP_FORMAT = {"bad_json", "not_an_object", "missing_name", "unclosed_tag", "stray_close_tag"}
 _FAULT_KINDS = {"internal", "sandbox", "read_only"}
-_STATE_CHECKS = {"state_match", "sql", "python"}
 _ANSWER_CHECKS = {"answer", "rubric"}
 
 
@@ -136,7 +135,7 @@ class _Ctx:
         self.ref_writes = [c for c in task.reference if c.name in self.write_tools]
         self.agent_writes = [(t, a) for t, a, w in self.ok if w or t in self.write_tools]
 
-    def failed_checks(self, kinds: set[str]) -> list[str]:
+    def failed_checks(self, kinds: Collection[str]) -> list[str]:
         return [c.name or c.kind for c in self.verdict.checks if not c.passed and c.kind in kinds]
 
 
@@ -188,7 +187,7 @@ def _invalid_arguments(x: _Ctx) -> tuple[str, list[str]] | None:
 
 
 def _max_turns(x: _Ctx) -> tuple[str, list[str]] | None:
-    if x.tr.finish in ("max_turns", "max_tokens"):
+    if x.tr.finish in ("max_turns", "max_tokens", "stuck"):
         return f"episode ended with {x.tr.finish} after {x.tr.num_turns} turn(s)", []
     return None
 
@@ -279,7 +278,7 @@ def _extra_write(x: _Ctx) -> tuple[str, list[str]] | None:
 
 def _wrong_answer(x: _Ctx) -> tuple[str, list[str]] | None:
     bad_answer = x.failed_checks(_ANSWER_CHECKS)
-    if bad_answer and not x.failed_checks(_STATE_CHECKS):
+    if bad_answer and not x.failed_checks(STATE_CHECKS):
         return f"answer check(s) failed: {', '.join(bad_answer)[:120]}", []
     return None
 
@@ -327,7 +326,7 @@ def classify(
             details[name] = hit[0]
             tools.extend(hit[1])
     if not fired:
-        failed = x.failed_checks(_STATE_CHECKS | _ANSWER_CHECKS)
+        failed = x.failed_checks(STATE_CHECKS | _ANSWER_CHECKS)
         fired = ["other"]
         details["other"] = f"failed check(s): {', '.join(failed)[:120] or 'none recorded'}"
     return Failure(primary=fired[0], categories=fired, details=details, tools=list(dict.fromkeys(tools)))

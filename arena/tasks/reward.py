@@ -5,8 +5,15 @@ With `n` checks of which `k` passed, `m` malformed tool calls and `t` assistant 
     score   = k / n
     penalty = malformed_call_penalty * m
             + length_penalty_per_turn * max(0, t - free_turns)
+            + u / n   (no_change: see below)
     reward  = min(1, max(0, score - penalty))
     passed  = (k == n) and reward >= pass_threshold
+
+`u` is the number of passed state checks (sql, python, state_match) of an episode that left the
+state untouched while a state check failed, i.e. the task needed a change that never happened.
+Those checks ("no other hold changed") hold on the untouched state: they say nothing broke, not
+that any work was done, and an agent that does nothing must not earn reward for them. Once the
+episode changed the state they count as usual. `credit_untouched_state = True` turns this off.
 
 Defaults: `malformed_call_penalty = 0.1`, `length_penalty_per_turn = 0.0` (length penalty off),
 `free_turns = 0`, `pass_threshold = 1.0` — so with defaults an episode passes only when every check
@@ -32,8 +39,13 @@ class RewardConfig(BaseModel):
     length_penalty_per_turn: float = Field(default=0.0, ge=0.0, le=1.0)
     free_turns: int = Field(default=0, ge=0)
     pass_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    credit_untouched_state: bool = False  # True: a do-nothing episode earns its preservation checks
     # Rubric judging: attempts per rubric check before it fails (invalid JSON, model errors).
     judge_attempts: int = Field(default=3, ge=1, le=10)
+
+
+PenaltyKind = Literal["malformed_calls", "length", "no_change"]
+STATE_CHECKS: frozenset[str] = frozenset({"sql", "python", "state_match"})
 
 
 class CheckResult(BaseModel):
@@ -51,7 +63,7 @@ class Verdict(BaseModel):
     reward: float = Field(ge=0.0, le=1.0)
     passed: bool
     checks: list[CheckResult]
-    penalties: dict[Literal["malformed_calls", "length"], float] = Field(default_factory=dict)
+    penalties: dict[PenaltyKind, float] = Field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -64,17 +76,34 @@ class Verdict(BaseModel):
         return f"{'PASS' if self.passed else 'FAIL'} reward={self.reward:.2f} ({k}/{len(self.checks)} checks)"
 
 
+def needs_change_evidence(results: list[CheckResult]) -> bool:
+    """Whether the no-change rule could apply: some state check failed and another passed."""
+    state = [r for r in results if r.kind in STATE_CHECKS]
+    return any(not r.passed for r in state) and any(r.passed for r in state)
+
+
 def compute_verdict(
-    results: list[CheckResult], *, malformed_calls: int, turns: int, config: RewardConfig
+    results: list[CheckResult],
+    *,
+    malformed_calls: int,
+    turns: int,
+    config: RewardConfig,
+    state_changed: bool | None = None,
 ) -> Verdict:
-    """Apply the reward formula to check results and the episode's malformed-call and turn counts."""
+    """Apply the reward formula to check results and the episode's malformed-call and turn counts.
+
+    `state_changed` is whether the episode changed the environment's state (None: unknown, as for
+    simulated environments; the no-change rule then does not apply).
+    """
     n = len(results)
     k = sum(r.passed for r in results)
     score = k / n if n else 0.0
-    penalties: dict[Literal["malformed_calls", "length"], float] = {
+    penalties: dict[PenaltyKind, float] = {
         "malformed_calls": config.malformed_call_penalty * max(0, malformed_calls),
         "length": config.length_penalty_per_turn * max(0, turns - config.free_turns),
     }
+    if state_changed is False and not config.credit_untouched_state and needs_change_evidence(results):
+        penalties["no_change"] = sum(r.passed for r in results if r.kind in STATE_CHECKS) / n
     reward = min(1.0, max(0.0, score - sum(penalties.values())))
     # Round away float noise so that a perfect episode is exactly 1.0 (the gold gate compares).
     reward = round(reward, 9)

@@ -27,7 +27,7 @@ from arena.tasks.judge import judge_rubric
 from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.normalize import contains_value
 from arena.tasks.replay import ReferenceReplayError, reference_state
-from arena.tasks.reward import CheckResult, RewardConfig, Verdict, compute_verdict
+from arena.tasks.reward import CheckResult, RewardConfig, Verdict, compute_verdict, needs_change_evidence
 from arena.tasks.transcript import TranscriptLike, assistant_turns, render_transcript
 
 log = structlog.get_logger(__name__)
@@ -83,6 +83,18 @@ class _States:
             conn.execute("PRAGMA query_only = ON")
             self._checker = conn
         return self._checker
+
+    def changed(self) -> bool:
+        """Whether the final state differs from the initial one (rows compared, not pages)."""
+        initial_image, final_image = self.images()
+        if initial_image == final_image:
+            return False
+        initial = sqlite3.connect(":memory:")
+        try:
+            initial.deserialize(initial_image)
+            return compare_states(self.final(), initial) is not None
+        finally:
+            initial.close()
 
     def close(self) -> None:
         if self._checker is not None:
@@ -285,6 +297,7 @@ async def verify(
     answer = transcript.final_answer or ""
     states = _States(instance)
     results: list[CheckResult] = []
+    state_changed: bool | None = None
     try:
         for check in task.checks:
             if check.kind in ("state_match", "sql", "python") and not states.available:
@@ -315,8 +328,14 @@ async def verify(
                         attempts=config.judge_attempts,
                     )
                 )
+        if states.available and needs_change_evidence(results):
+            state_changed = states.changed()
     finally:
         states.close()
     return compute_verdict(
-        results, malformed_calls=transcript.malformed_calls, turns=assistant_turns(transcript), config=config
+        results,
+        malformed_calls=transcript.malformed_calls,
+        turns=assistant_turns(transcript),
+        config=config,
+        state_changed=state_changed,
     )

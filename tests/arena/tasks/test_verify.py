@@ -50,6 +50,21 @@ async def test_wrong_amount_fails_most_checks(play, bank_env, bank_tasks) -> Non
     assert not verdict.passed
 
 
+async def test_doing_nothing_earns_no_credit_for_checks_the_untouched_state_passes(
+    play, bank_env, bank_tasks
+) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    reads_only = [("list_accounts", {}), ("transfer", {"from_account": "ACC-1", "to_account": "ACC-2"})]
+    verdict = await _verify(play, bank_env, task, reads_only, "I looked at your accounts.")
+    by_kind = {c.kind: c for c in verdict.checks}
+    assert by_kind["python"].passed  # money is conserved, because nothing moved
+    assert verdict.penalties["no_change"] == pytest.approx(0.25)
+    assert verdict.reward == 0.0 and not verdict.passed
+    lenient = RewardConfig(credit_untouched_state=True)
+    verdict = await _verify(play, bank_env, task, reads_only, "I looked.", config=lenient)
+    assert "no_change" not in verdict.penalties and verdict.reward == pytest.approx(0.25)
+
+
 async def test_partial_credit_right_action_wrong_answer(play, bank_env, bank_tasks) -> None:
     verdict = await _verify(play, bank_env, bank_tasks["move-100-to-savings"], [TRANSFER], "All done!")
     assert verdict.reward == pytest.approx(0.75)
@@ -125,7 +140,8 @@ async def test_sql_check_failures_are_details(play, bank_env, bank_tasks, monkey
     assert details["writes"][0] is False and "readonly" in details["writes"][1]
     assert details["runaway"][0] is False and "took over" in details["runaway"][1]
     assert details["initial schema"][0] is True
-    assert verdict.reward == pytest.approx(1 / 6)
+    assert verdict.score == pytest.approx(1 / 6)
+    assert verdict.reward == 0.0  # the one that passed holds on the untouched state: no credit
 
 
 async def test_python_check_failures_are_details(play, bank_env, bank_tasks) -> None:
