@@ -13,8 +13,10 @@ Cancellation is not caught: a cancelled episode simply stops.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Literal, Protocol
 
@@ -65,6 +67,9 @@ class EpisodeConfig(BaseModel):
     params: SamplingParams = Field(default_factory=SamplingParams)
     history_turns: int | None = Field(default=None, ge=0)  # keep only the last N turns (AWM: 3)
     max_consecutive_malformed: int = Field(default=3, ge=1)  # then finish as format_error
+    # Finish as "stuck" once one call (same tool, same arguments) has failed this many times: a
+    # policy that resends a refused call unchanged learns nothing from the rest of its turns.
+    max_repeated_failures: int | None = Field(default=None, ge=1)
     turn_timeout_s: float | None = Field(default=None, gt=0)  # per policy call / user reply
 
 
@@ -121,6 +126,7 @@ class _Episode:
         self.user_context = task.user or UserContext(intent=task.instruction)
         self.tokens = TokenRecorder()
         self.consecutive_malformed = 0
+        self.failures: Counter[str] = Counter()  # call key -> times it failed
         self.generated = 0
         self.t = Transcript(
             task_id=task.id,
@@ -285,6 +291,8 @@ class _Episode:
                         name=item.name,
                     )
                 )
+                if not result.ok:
+                    self._count_failure(item)
         finally:
             record.tools_s = time.perf_counter() - started
             t.timings.tools_s += record.tools_s
@@ -296,6 +304,13 @@ class _Episode:
                 )
         else:
             self.consecutive_malformed = 0
+
+    def _count_failure(self, call: ToolCall) -> None:
+        cap = self.config.max_repeated_failures
+        key = call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+        self.failures[key] += 1
+        if cap is not None and self.failures[key] >= cap:
+            raise _Stop("stuck", f"{call.name} failed {self.failures[key]} times with the same arguments")
 
     async def _call(self, call: ToolCall) -> ToolResult:
         try:

@@ -26,6 +26,7 @@ FinishKind = Literal[
     "max_turns",  # the turn cap was reached
     "max_tokens",  # the episode's total token budget was spent
     "format_error",  # too many consecutive turns with malformed tool calls
+    "stuck",  # the same call failed max_repeated_failures times
     "env_error",  # the environment (or the user simulator) failed, not the policy
     "model_error",  # the policy backend raised ModelError or timed out
 ]

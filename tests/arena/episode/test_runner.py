@@ -77,6 +77,24 @@ def test_malformed_calls_become_observations_then_format_error(fakes: Any) -> No
     assert t.calls == []
 
 
+def test_resending_a_refused_call_unchanged_ends_the_episode_as_stuck(fakes: Any) -> None:
+    missing = fakes.call("get_item", {"key": "missing"})
+    other = fakes.call("get_item", {"key": "other"})
+    model = fakes.Model([missing, other, missing], default="done")
+    config = EpisodeConfig(max_repeated_failures=2)
+    t = run(run_episode, model, fakes.Instance(), fakes.Task(), config=config)
+    assert t.finish == "stuck" and "get_item failed 2 times" in t.finish_detail
+    assert len(t.turns) == 3 and [m.role for m in t.messages][-1] == "tool"
+    # Off by default: the same script runs on to its answer.
+    t = run(
+        run_episode,
+        model.__class__([missing, other, missing], default="done"),
+        fakes.Instance(),
+        fakes.Task(),
+    )
+    assert t.finish == "answered" and t.final_answer == "done"
+
+
 def test_a_good_turn_resets_the_malformed_streak(fakes: Any) -> None:
     bad = "<tool_call>{</tool_call>"
     good = fakes.call("get_item", {"key": "greeting"})
