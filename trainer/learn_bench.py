@@ -75,6 +75,9 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
             # The held-out reference trajectories are 960–3,210 tokens (flights' search results are
             # long): a smaller budget would make some tasks impossible even for a perfect policy.
             max_total_tokens=3584,
+            # Resending a refused call unchanged (the SFT policy's commonest loop) ends the episode
+            # instead of spending the remaining turns, in training and in every evaluation alike.
+            max_repeated_failures=2,
             params=SamplingParams(temperature=1.0, logprobs=True),
         ),
         sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4, max_length=3584),
@@ -165,7 +168,13 @@ def load_task_sets(
 async def synthesized_training_tasks(
     envs: dict[str, Any], train_names: list[str], per_env: int, *, seed: int = 0
 ) -> list[Task]:
-    """`per_env` gated two-call graph tasks (at least one write) for each training environment."""
+    """`per_env` gated two-call graph tasks (at least one write) for each training environment.
+
+    The instructions name things by their attributes (ambiguity 1: "the booking at Harborview
+    Suites", not "BK-2042") and every id in a reference call comes from the instruction or an
+    earlier result (`grounded`): the look-up-then-act shape of the held-out tasks, with no
+    reference that would teach the policy to invent an id.
+    """
     from arena.difficulty import Difficulty
     from arena.synth.graph_tasks import synthesize_graph_tasks
 
@@ -174,7 +183,7 @@ async def synthesized_training_tasks(
         if name not in envs:
             continue
         result = await synthesize_graph_tasks(
-            envs[name], per_env, seed=seed, difficulty=Difficulty(walk_length=2)
+            envs[name], per_env, seed=seed, difficulty=Difficulty(walk_length=2, ambiguity=1), grounded=True
         )
         out.extend(result.tasks)
     return out

@@ -23,7 +23,7 @@ from arena.protocols import ChatModel, UserContext, UserSimulator
 from arena.synth.cost import ReportObserver, StageMeter, SynthesisReport
 from arena.synth.filters import GateConfig, TaskFilter
 from arena.synth.graph import ToolGraph, build_graph
-from arena.synth.walk import Walk, execute_walk, plan_walk
+from arena.synth.walk import Walk, execute_walk, plan_walk, ungrounded_ids
 from arena.synth.writer import TaskDraft, model_draft, template_draft, validate_instruction
 from arena.tasks.model import AnswerCheck, Check, RubricCheck, StateMatchCheck, Task
 from arena.types import ToolCall
@@ -123,12 +123,15 @@ async def synthesize_graph_tasks(
     writer_max_tokens: int = 320,
     on_report: ReportObserver | None = None,
     graph: ToolGraph | None = None,
+    grounded: bool = False,
 ) -> SynthesisResult:
     """Up to `n` gated graph tasks for an executable environment.
 
     `writer="model"` needs `helper`; the helper also judges the rubric checks it adds. `bias`
     multiplies the walk weights of the named tools (targeted synthesis). `distractor_pool` holds
-    `ENV/TOOL` names from other environments for the `distractors` knob.
+    `ENV/TOOL` names from other environments for the `distractors` knob. `grounded` rejects
+    candidates whose reference uses an id that neither the instruction nor an earlier call's result
+    gives (`ungrounded_ids`): tasks whose reference trajectories are training data need it.
     """
     if writer == "model" and helper is None:
         raise ValueError("writer='model' needs a helper model")
@@ -193,6 +196,10 @@ async def synthesize_graph_tasks(
                 )
                 if why is not None:
                     report.reject("model_instruction_fallback")
+            if grounded and (missing := ungrounded_ids(walk, draft.instruction)):
+                report.reject("ungrounded")
+                log.debug("ungrounded_reference", env=env.name, ids=missing)
+                continue
             cost.accepted += 1
         k = difficulty.distractors * 2
         distractors = sorted(rng.sample(list(distractor_pool), min(k, len(distractor_pool)))) if k else []

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from arena.difficulty import Difficulty
 from arena.synth.graph import EdgeKind, ParamInfo, ToolGraph, nested_names, sample_value
-from arena.synth.values import fix_time_pairs, iter_fields, param_keys
+from arena.synth.values import fix_time_pairs, is_id_like, iter_fields, param_keys
 
 PRIOR_DEPTH = 3
 PRIOR_INJECTION = 0.1
@@ -197,3 +197,21 @@ def param_info(graph: ToolGraph, tool: str, param: str) -> ParamInfo | None:
     """The graph's record of one parameter (None for unknown names)."""
     node = graph.nodes.get(tool)
     return node.params.get(param) if node else None
+
+
+def ungrounded_ids(walk: Walk, instruction: str) -> list[str]:
+    """Identifier arguments an agent could not know: in neither the instruction nor an earlier result.
+
+    A reference call that uses an id the user never gave and no earlier call returned teaches a
+    policy trained on the reference to invent ids. Values are compared as text; nested arguments
+    (an order's `items[].medication_id`) count too.
+    """
+    missing: list[str] = []
+    seen: set[str] = set()
+    for step in walk.steps:
+        for name, value in iter_fields(step.arguments):
+            text = str(value)
+            if is_id_like(name) and text not in seen and text not in instruction:
+                missing.append(f"{step.tool}.{name}={text}")
+        seen.update(str(v) for _, v in iter_fields(step.output))
+    return missing

@@ -63,7 +63,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         eval_envs=eval_envs,
         eval_samples=args.samples,
         max_train_tasks=args.train_tasks or (16 if args.quick else None),
-        synth_per_env=args.synth_tasks if args.synth_tasks is not None else (0 if args.quick else 6),
+        synth_per_env=args.synth_tasks if args.synth_tasks is not None else (0 if args.quick else 8),
         eval_temperature=0.0 if args.samples == 1 else 0.7,
         trainer=trainer,
     )

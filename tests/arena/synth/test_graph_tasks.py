@@ -169,3 +169,37 @@ async def test_weak_edge_share_moves_the_walks_off_strong_edges(bundled_envs) ->
         return sum(k != "strong" for k in kinds) / max(1, len(kinds))
 
     assert await loose_share(4) > await loose_share(0) + 0.1
+
+
+async def _unknowable_ids(env, task: Task) -> list[str]:
+    """Replay the reference: id arguments found in neither the instruction nor an earlier result."""
+    from arena.synth.values import is_id_like, iter_fields
+
+    instance = env.new_instance()
+    seen: set[str] = set()
+    missing: list[str] = []
+    try:
+        for call in task.reference:
+            for name, value in iter_fields(call.arguments):
+                if is_id_like(name) and str(value) not in seen and str(value) not in task.instruction:
+                    missing.append(f"{call.name}.{name}={value}")
+            result = await instance.call(call.name, call.arguments)
+            assert result.ok, (task.id, call, result.error)
+            seen.update(str(v) for _, v in iter_fields(result.output))
+    finally:
+        await instance.aclose()
+    return missing
+
+
+@pytest.mark.anyio
+async def test_grounded_tasks_never_use_an_id_the_agent_could_not_know(bundled_envs) -> None:
+    env = bundled_envs["hotels"]
+    vague = Difficulty(walk_length=2, ambiguity=1)
+    loose = await synthesize_graph_tasks(env, 8, seed=0, difficulty=vague)
+    assert any([await _unknowable_ids(env, t) for t in loose.tasks])  # what the gate is for
+    grounded = await synthesize_graph_tasks(env, 6, seed=0, difficulty=vague, grounded=True)
+    assert len(grounded.tasks) == 6
+    assert grounded.report.rejections.get("ungrounded", 0) > 0
+    for task in grounded.tasks:
+        assert await _unknowable_ids(env, task) == [], task.instruction
+        assert task.reference[0].name.startswith(("list", "search", "get", "find", "view"))
