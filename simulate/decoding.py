@@ -1,8 +1,9 @@
 """The batched decode loop of the local backend (blocking; runs in a worker thread).
 
-One call decodes a batch of prompts together with a KV cache: prompts are left-padded, the
-attention mask hides the padding and position ids count only real tokens, so each row computes
-what it would compute alone (greedy batched output equals one-by-one output). Every row keeps its
+One call decodes a batch of prompts together with a KV cache: each prompt is prefilled on its own
+(from the longest reusable prefix, see `simulate.kv_reuse`), the caches are left-padded into one,
+the attention mask hides the padding and position ids count only real tokens, so each row
+computes what it would compute alone (greedy batched output equals one-by-one output). Every row keeps its
 own sampling parameters (temperature, top-p, seed), stop strings, token budget and, optionally, an
 xgrammar matcher for JSON-schema constrained output. Finished rows are reported at once through
 `on_done` and pruned from the batch, so the remaining rows step faster.
@@ -21,6 +22,7 @@ import torch
 
 from arena.types import SamplingParams
 from simulate.constrained import GrammarCache, RowMasks
+from simulate.kv_reuse import PrefixKVStore, batch_cache, prefill_rows, row_from_batch
 
 
 @dataclass
@@ -77,10 +79,10 @@ def decode_batch(
     requests: Sequence[DecodeRequest],
     *,
     stop_token_ids: set[int],
-    pad_token_id: int,
     vocab_size: int,
     on_done: Callable[[int, DecodeResult], None],
     is_cancelled: Callable[[int], bool] = lambda _i: False,
+    store: PrefixKVStore | None = None,
 ) -> None:
     """Decode all `requests` together; call `on_done(index, result)` as each row finishes.
 
@@ -92,9 +94,7 @@ def decode_batch(
         model.eval()
     try:
         with torch.inference_mode():
-            _decode(
-                model, tokenizer, requests, stop_token_ids, pad_token_id, vocab_size, on_done, is_cancelled
-            )
+            _decode(model, tokenizer, requests, stop_token_ids, vocab_size, on_done, is_cancelled, store)
     finally:
         if was_training:
             model.train()
@@ -105,13 +105,11 @@ def _decode(
     tokenizer: Any,
     requests: Sequence[DecodeRequest],
     stop_token_ids: set[int],
-    pad_token_id: int,
     vocab_size: int,
     on_done: Callable[[int, DecodeResult], None],
     is_cancelled: Callable[[int], bool],
+    store: PrefixKVStore | None,
 ) -> None:
-    from transformers import DynamicCache
-
     device = model.device
     rows: list[_Row] = []
     for i, req in enumerate(requests):
@@ -126,24 +124,12 @@ def _decode(
         rows.append(_Row(i, req, generator, matcher))
     masks = RowMasks(vocab_size, len(rows)) if any(r.matcher is not None for r in rows) else None
 
-    cache = DynamicCache(config=model.config)
-    input_ids, attention, positions = _prefill_inputs(
-        model, [r.request.prompt_ids for r in rows], pad_token_id, cache
-    )
+    prefilled, logits = prefill_rows(model, [r.request.prompt_ids for r in rows], store)
+    cache, attention, positions = batch_cache(model, prefilled)
+    del prefilled
     live = rows  # rows still decoding, in batch order
 
     while True:
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        if cache.get_seq_length() != attention.shape[1]:
-            raise RuntimeError("the model did not fill its KV cache (use_cache disabled?); cannot decode")
-        logits = out.logits[:, -1, :].float()
         raw_logprobs = None
         if any(r.request.params.logprobs for r in live):
             raw_logprobs = torch.log_softmax(logits, dim=-1)
@@ -163,6 +149,10 @@ def _decode(
             if is_cancelled(row.index):
                 continue
             if finish is not None:
+                if store is not None:
+                    # The cache holds the prompt and every sampled token but the last (never fed).
+                    ids = [*row.request.prompt_ids, *row.tokens[:-1]]
+                    store.put(row_from_batch(cache, attention, b, ids))
                 on_done(row.index, finish)
                 continue
             keep.append(b)
@@ -176,53 +166,18 @@ def _decode(
             live = [live[b] for b in keep]
         input_ids = torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=-1)
-        positions = positions[:, -1:] + 1
-
-
-# Below this many shared tokens a separate prefix pass costs more than it saves.
-MIN_SHARED_PREFIX = 8
-
-
-def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
-    """Tokens every prompt starts with, leaving each at least one token of its own."""
-    first, shortest = prompts[0], min(len(p) for p in prompts)
-    n = shortest - 1
-    for other in prompts[1:]:
-        i = 0
-        while i < n and other[i] == first[i]:
-            i += 1
-        n = i
-    return max(n, 0)
-
-
-def _prefill_inputs(
-    model: Any, prompts: Sequence[Sequence[int]], pad_token_id: int, cache: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The first forward's input ids, attention mask and positions, with `cache` pre-filled.
-
-    Rows that share a prefix (a GRPO group's samples, a simulator's 20 prompts under one system
-    prompt) run that prefix once at batch size 1 and copy its KV cache to every row; only the
-    rest of each prompt is computed per row. The padding then sits between the shared prefix and
-    each row's own tokens; the mask hides it and positions skip it, as with left padding.
-    """
-    device = model.device
-    shared = shared_prefix_len(prompts) if len(prompts) > 1 else 0
-    if shared < MIN_SHARED_PREFIX:
-        shared = 0
-    if shared:
-        prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long, device=device)
-        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(len(prompts))
-    width = max(len(p) for p in prompts) - shared
-    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
-    own = torch.zeros((len(prompts), width), dtype=torch.long)
-    for b, prompt in enumerate(prompts):
-        n = len(prompt) - shared
-        input_ids[b, width - n :] = torch.tensor(prompt[shared:], dtype=torch.long)
-        own[b, width - n :] = 1
-    attention = torch.cat([own.new_ones((len(prompts), shared)), own], dim=-1)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-    return input_ids.to(device), attention.to(device), positions.to(device)
+        positions = positions + 1
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        if cache.get_seq_length() != attention.shape[1]:
+            raise RuntimeError("the model did not fill its KV cache (use_cache disabled?); cannot decode")
+        logits = out.logits[:, -1, :].float()
 
 
 def _advance(row: _Row, token: int, tokenizer: Any, stop_token_ids: set[int]) -> DecodeResult | None:

@@ -29,6 +29,7 @@ from simulate.batching import DynamicBatcher, Job
 from simulate.calls import current_role, record_completion, record_failure
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
+from simulate.kv_reuse import DEFAULT_STORE_BYTES, PrefixKVStore
 from simulate.model_errors import ModelRequestError
 from simulate.token_prefix import TokenPrefixCache
 
@@ -70,6 +71,7 @@ class LocalChatModel:
         max_batch: int = 32,
         batch_wait_ms: float = 5.0,
         chat_template: str | None = None,
+        kv_reuse_bytes: int = DEFAULT_STORE_BYTES,
     ) -> None:
         self.name = name
         self.role = role
@@ -87,14 +89,14 @@ class LocalChatModel:
             raise ModelError(
                 f"model {name}: neither the tokenizer nor the generation config names an EOS token"
             )
-        pad = tokenizer.pad_token_id
-        self._pad_token_id = int(pad) if pad is not None else min(self._stop_token_ids)
         self._vocab_size = int(model.config.vocab_size)
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 4096)
         self._grammars = GrammarCache(
             tokenizer, vocab_size=self._vocab_size, stop_token_ids=sorted(self._stop_token_ids)
         )
         self._prefixes = TokenPrefixCache(list(getattr(tokenizer, "all_special_tokens", [])))
+        # Finished rows' KV caches: a conversation's next turn prefills only what is new (0: off).
+        self._kv_store = PrefixKVStore(kv_reuse_bytes) if kv_reuse_bytes > 0 else None
         # Held by the decode thread for a whole batch and by weight swaps: never both at once.
         self._model_lock = threading.Lock()
         self._batcher: DynamicBatcher[DecodeRequest, DecodeResult] = DynamicBatcher(
@@ -191,11 +193,19 @@ class LocalChatModel:
                 f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
             )
         with self._model_lock:
+            if self._kv_store is not None:
+                self._kv_store.clear()  # computed with the old weights
             try:
                 self._model.load_state_dict(state_dict, strict=False)
             except RuntimeError as exc:  # shape mismatches
                 raise ModelError(f"weights do not fit the model: {exc}") from exc
         log.info("local_model.weights_loaded", model=self.name, tensors=len(state_dict))
+
+    def weights_changed(self) -> None:
+        """Say the model's weights were changed in place (an optimizer step): cached keys are stale."""
+        if self._kv_store is not None:
+            with self._model_lock:
+                self._kv_store.clear()
 
     def load_weights(self, path: str | Path) -> None:
         """Load safetensors weights from a checkpoint folder (or one `.safetensors` file)."""
@@ -305,14 +315,17 @@ class LocalChatModel:
                 self._tokenizer,
                 [job.request for job in jobs],
                 stop_token_ids=self._stop_token_ids,
-                pad_token_id=self._pad_token_id,
                 vocab_size=self._vocab_size,
                 on_done=lambda i, result: jobs[i].finish(result),
                 is_cancelled=lambda i: jobs[i].cancelled,
+                store=self._kv_store,
             )
+        store = self._kv_store
         log.debug(
             "local_model.batch",
             model=self.name,
             size=len(jobs),
             seconds=round(time.perf_counter() - started, 3),
+            kv_entries=len(store) if store is not None else 0,
+            kv_reused_tokens=store.reused_tokens if store is not None else 0,
         )

@@ -56,6 +56,8 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
             )
         elif state.get("copied"):
             state["chat"].load_state_dict(model.state_dict())  # the weights after the last step
+        else:
+            state["chat"].weights_changed()  # the optimizer stepped the shared model
         return state["chat"]
 
     return factory
