@@ -59,7 +59,7 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         tasks_per_step=2,
         # At 1,000–2,000 tokens of context decoding is bound by reading the KV cache, so a row
         # costs about as much in a batch of 8 as of 16: two groups per step, more steps.
-        max_steps=2 if quick else 16,
+        max_steps=2 if quick else 12,
         learning_rate=2e-5,
         system_prompt="compact",
         tool_subset=0 if quick else 1,
@@ -168,24 +168,33 @@ def load_task_sets(
 async def synthesized_training_tasks(
     envs: dict[str, Any], train_names: list[str], per_env: int, *, seed: int = 0
 ) -> list[Task]:
-    """`per_env` gated two-call graph tasks (at least one write) for each training environment.
+    """`per_env` gated graph tasks (at least one write) for each training environment.
 
-    The instructions name things by their attributes (ambiguity 1: "the booking at Harborview
-    Suites", not "BK-2042") and every id in a reference call comes from the instruction or an
-    earlier result (`grounded`): the look-up-then-act shape of the held-out tasks, with no
-    reference that would teach the policy to invent an id.
+    Half have two reference calls, half three (the held-out tasks need two to four: a policy
+    trained on one length learns to stop at it). The instructions name things by their attributes
+    (ambiguity 1: "the booking at Harborview Suites", not "BK-2042") and every id in a reference
+    call comes from the instruction or an earlier result (`grounded`): the look-up-then-act shape
+    of the held-out tasks, with no reference that would teach the policy to invent an id.
     """
     from arena.difficulty import Difficulty
     from arena.synth.graph_tasks import synthesize_graph_tasks
 
     out: list[Task] = []
+    lengths = {2: per_env - per_env // 2, 3: per_env // 2}
     for name in train_names:
         if name not in envs:
             continue
-        result = await synthesize_graph_tasks(
-            envs[name], per_env, seed=seed, difficulty=Difficulty(walk_length=2, ambiguity=1), grounded=True
-        )
-        out.extend(result.tasks)
+        for offset, (length, n) in enumerate(lengths.items()):
+            if n == 0:
+                continue
+            result = await synthesize_graph_tasks(
+                envs[name],
+                n,
+                seed=seed + offset,  # task ids derive from the seed: one per length keeps them unique
+                difficulty=Difficulty(walk_length=length, ambiguity=1),
+                grounded=True,
+            )
+            out.extend(result.tasks)
     return out
 
 

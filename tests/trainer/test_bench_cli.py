@@ -64,8 +64,9 @@ def test_synthesized_training_tasks_come_from_training_envs_only() -> None:
     envs, _train, _held, train_names = load_task_sets(config, Registry())
     tasks = anyio.run(synthesized_training_tasks, envs, train_names[:2], 3)
     assert len(tasks) == 6 and {t.env for t in tasks} == set(train_names[:2])
-    for t in tasks:  # two calls with a write: the shape of the held-out evaluation tasks
-        assert len(t.reference) == 2 and is_eval_task(t, envs[t.env]), t.reference
+    for t in tasks:  # two or three calls with a write: the shape of the held-out evaluation tasks
+        assert len(t.reference) in (2, 3) and is_eval_task(t, envs[t.env]), t.reference
+    assert any(len(t.reference) == 3 for t in tasks)
 
 
 def test_negative_synth_count_is_a_clear_error(
