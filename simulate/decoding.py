@@ -3,9 +3,9 @@
 One call decodes a batch of prompts together with a KV cache: each prompt is prefilled on its own
 (from the longest reusable prefix, see `simulate.kv_reuse`), the caches are left-padded into one,
 the attention mask hides the padding and position ids count only real tokens, so each row
-computes what it would compute alone (greedy batched output equals one-by-one output). Every row keeps its
-own sampling parameters (temperature, top-p, seed), stop strings, token budget and, optionally, an
-xgrammar matcher for JSON-schema constrained output. Finished rows are reported at once through
+computes what it would compute alone (greedy batched output equals one-by-one output). Every row
+keeps its own sampling parameters (temperature, top-p, seed), stop strings, token budget and,
+optionally, an xgrammar matcher for JSON-schema constrained output. Finished rows are reported at once through
 `on_done` and pruned from the batch, so the remaining rows step faster.
 
 Logprobs are those of the raw model distribution (before temperature, top-p and grammar masks),

@@ -9,8 +9,8 @@ prefill, not the decoding, the larger part of a rollout turn on CPU (8 rows × 1
 - When a row finishes, its keys and values (prompt and completion) go into a `PrefixKVStore`.
 - A new prompt starts from the longest prefix it shares with a stored entry (its own previous
   turn, or another conversation under the same system prompt) or with a row prefilled earlier in
-  the same batch (a GRPO group's samples), and runs the model over the rest only. Rows are prefilled one by one (no padding to compute), then
-  left-padded into one batch cache for decoding.
+  the same batch (a GRPO group's samples), and runs the model over the rest only. Rows are
+  prefilled one by one (no padding to compute), then left-padded into one batch cache for decoding.
 
 Keys are cached after the rotary embedding, at the positions they were computed at; a row's own
 tokens continue from there, so a reused prefix computes what a full prefill would (up to float
@@ -60,6 +60,8 @@ class PrefixKVStore:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[int, RowKV] = OrderedDict()
         self._bytes = 0
+        # Prefills that started from a reused cache, and the tokens they skipped, whether the cache
+        # came from this store or from an earlier row of the same batch.
         self.hits = 0
         self.reused_tokens = 0
 
@@ -75,9 +77,9 @@ class PrefixKVStore:
         """The cache of the longest prefix `prompt` shares with an entry, leaving it one token of its
         own (None below `MIN_REUSE` tokens). Sharing counts, not only extending: prompts under one
         system prompt and tool list reuse it across batches."""
-        best_key, best_len = None, MIN_REUSE - 1
+        best_key, best_len = None, 0
         for key, entry in self._entries.items():
-            n = min(common_prefix(entry.ids, prompt), len(prompt) - 1)
+            n = reusable(entry.ids, prompt)
             if n > best_len:
                 best_key, best_len = key, n
         if best_key is None:
@@ -117,12 +119,19 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(differ[0]) if differ.size else n
 
 
+def reusable(ids: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens of `ids`'s cache that `prompt` can start from: their shared prefix, leaving the prompt
+    one token of its own (its next-token logits come from it); 0 below `MIN_REUSE`."""
+    n = min(common_prefix(ids, prompt), len(prompt) - 1)
+    return n if n >= MIN_REUSE else 0
+
+
 def _start_for(prompt: Sequence[int], earlier: Sequence[RowKV], store: PrefixKVStore | None) -> RowKV | None:
     """The longest reusable cache for `prompt`: a stored entry or an earlier row of this batch."""
     best = store.longest(prompt) if store is not None else None
     for row in earlier:
-        n = min(common_prefix(row.ids, prompt), len(prompt) - 1)
-        if n >= MIN_REUSE and (best is None or n > len(best.ids)):
+        n = reusable(row.ids, prompt)
+        if n and (best is None or n > len(best.ids)):
             best = row.truncated(n)
     return best
 
