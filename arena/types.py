@@ -78,6 +78,13 @@ class SamplingParams(BaseModel):
     logprobs: bool = False
     # A JSON schema the output must satisfy (grammar-constrained locally, `response_format` over HTTP).
     json_schema: dict[str, Any] | None = None
+    # Tool calls in the output must be well-formed calls of the given tools whose arguments satisfy
+    # the tool's schema (no unknown tool or argument, no broken JSON); free text stays free. Locally
+    # an xgrammar structural tag, over HTTP OpenAI's `strict` function calling.
+    constrain_tool_calls: bool = False
+    # The output must hold at least one tool call (OpenAI's `tool_choice: "required"`); the call is
+    # constrained as above. Needs tools.
+    require_tool_call: bool = False
 
 
 class Usage(BaseModel):

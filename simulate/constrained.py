@@ -1,10 +1,15 @@
-"""JSON-schema constrained decoding with xgrammar for the local backend.
+"""Constrained decoding with xgrammar for the local backend: JSON schemas and tool calls.
 
-A `GrammarCache` compiles each distinct schema once per tokenizer (xgrammar compilation takes from
-milliseconds to a second) and hands out fresh `GrammarMatcher`s, one per generated row. The decode
-loop asks each matcher for the allowed-token bitmask before sampling and feeds it the sampled
-token; once the JSON value is complete the grammar only admits a stop token, so constrained rows
-end on their own.
+A `GrammarCache` compiles each distinct schema (or tool list) once per tokenizer (xgrammar
+compilation takes from milliseconds to a second) and hands out fresh `GrammarMatcher`s, one per
+generated row. The decode loop asks each matcher for the allowed-token bitmask before sampling
+and feeds it the sampled token; once a JSON value is complete the grammar only admits a stop
+token, so constrained rows end on their own.
+
+Tool-call grammars are xgrammar structural tags: text is free until the model writes
+`<tool_call>`; from there it must write one of the given tools' names and then arguments that
+satisfy that tool's schema, in the exact Hermes form the chat template and the SFT targets use
+(`arena.episode.parser.call_block`), after which text is free again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 import structlog
 
+from arena.episode.parser import CALL_BLOCK_END, OPEN_TAG, call_block_begin
+from arena.types import ToolSpec
 from simulate.model_errors import ModelRequestError
 
 log = structlog.get_logger(__name__)
@@ -62,24 +69,79 @@ class GrammarCache:
             raise ModelRequestError(f"json_schema must be a JSON object, got {type(schema).__name__}")
         # Property order matters (the grammar emits properties in schema order), so no sort_keys.
         key = json.dumps(schema, separators=(",", ":"))
+        # Compact JSON (no free whitespace): small models otherwise loop on spaces/newlines.
+        return self._cached(
+            "schema:" + key,
+            lambda compiler: compiler.compile_json_schema(key, any_whitespace=False),
+            what="json_schema",
+        )
+
+    def compile_tool_calls(self, tools: list[ToolSpec], *, required: bool = False) -> Any:
+        """The grammar of free text with schema-valid Hermes calls of `tools`.
+
+        `required`: the output must hold at least one call. `ModelRequestError` if a tool's
+        parameter schema cannot be compiled (it names the tool).
+        """
+        if not tools:
+            raise ModelRequestError("constrained tool calls need at least one tool")
+        spec = json.dumps([required, [[t.name, t.parameters] for t in tools]], separators=(",", ":"))
+        return self._cached(
+            "tools:" + spec,
+            lambda compiler: compiler.compile_structural_tag(_tool_call_tag(tools, required)),
+            what="tool schemas",
+        )
+
+    def _cached(self, key: str, build: Any, *, what: str) -> Any:
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is not None:
                 return compiled
-            compiler = self._get_compiler()
             try:
-                # Compact JSON (no free whitespace): small models otherwise loop on spaces/newlines.
-                compiled = compiler.compile_json_schema(key, any_whitespace=False)
+                compiled = build(self._get_compiler())
+            except ModelRequestError:
+                raise
             except Exception as exc:
-                raise ModelRequestError(f"invalid json_schema: {exc}") from exc
+                raise ModelRequestError(f"invalid {what}: {exc}") from exc
             self._compiled[key] = compiled
-            log.debug("grammar.compiled", schema_chars=len(key), cached=len(self._compiled))
+            log.debug("grammar.compiled", key_chars=len(key), cached=len(self._compiled))
             return compiled
 
     @staticmethod
     def matcher(compiled: Any) -> Any:
         """A fresh matcher (one generated row) for a compiled grammar."""
         return _import_xgrammar().GrammarMatcher(compiled)
+
+
+def _arguments_ebnf(tool: ToolSpec) -> str:
+    """EBNF for `tool`'s arguments object, written the way `json.dumps` writes it.
+
+    The separators match the SFT targets and the chat template (", " and ": "). Properties come in
+    schema order: xgrammar's any-order mode drops `required` and admits repeated keys, so the SFT
+    targets write arguments in schema order too (`arena.episode.parser.in_schema_order`).
+    """
+    xgr = _import_xgrammar()
+    try:
+        grammar = xgr.Grammar.from_json_schema(
+            json.dumps(tool.parameters), any_whitespace=False, separators=(", ", ": ")
+        )
+    except Exception as exc:
+        raise ModelRequestError(f"tool {tool.name!r} has a parameter schema xgrammar rejects: {exc}") from exc
+    return str(grammar)
+
+
+def _tool_call_tag(tools: list[ToolSpec], required: bool) -> Any:
+    """The xgrammar structural tag: free text, and after `<tool_call>` one schema-valid call."""
+    from xgrammar.structural_tag import GrammarFormat, StructuralTag, TagFormat, TriggeredTagsFormat
+
+    tags = [
+        TagFormat(
+            begin=call_block_begin(tool.name),
+            content=GrammarFormat(grammar=_arguments_ebnf(tool)),
+            end=CALL_BLOCK_END,
+        )
+        for tool in tools
+    ]
+    return StructuralTag(format=TriggeredTagsFormat(triggers=[OPEN_TAG], tags=tags, at_least_one=required))
 
 
 class RowMasks:

@@ -21,6 +21,7 @@ import anyio
 import httpx
 import structlog
 
+from arena.episode.parser import call_block
 from arena.protocols import ModelError
 from arena.types import Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSpec, Usage
 from simulate.breaker import CircuitBreaker
@@ -128,7 +129,10 @@ class HttpChatModel:
             body["logprobs"] = True
         if tools:
             body["tools"] = [t.openai() for t in tools]
-            body["tool_choice"] = "auto"
+            if params.constrain_tool_calls or params.require_tool_call:
+                for entry in body["tools"]:
+                    entry["function"]["strict"] = True
+            body["tool_choice"] = "required" if params.require_tool_call else "auto"
         if params.json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -267,9 +271,7 @@ def _logprobs(choice: dict[str, Any]) -> list[float] | None:
 
 def _hermes_block(name: str, arguments: Any) -> str:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return (
-        f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {args}}}\n</tool_call>'
-    )
+    return call_block(name, args)
 
 
 def _tool_calls(message: dict[str, Any]) -> tuple[list[ToolCall], list[str]]:

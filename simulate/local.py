@@ -13,6 +13,7 @@ an already loaded model with `LocalChatModel(model, tokenizer)`, and swaps in ne
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -251,6 +252,22 @@ class LocalChatModel:
         except Exception as exc:  # jinja errors: the template rejects this conversation
             raise ModelRequestError(f"the chat template cannot render these messages: {exc}") from exc
 
+    async def _grammar(self, params: SamplingParams, tools: list[ToolSpec] | None) -> Any:
+        """The compiled output grammar the request asks for, if any (compiled off the event loop)."""
+        constrained = params.constrain_tool_calls or params.require_tool_call
+        if params.require_tool_call and not tools:
+            raise ModelRequestError("require_tool_call needs tools")
+        if params.json_schema is not None:
+            if constrained:
+                raise ModelRequestError("json_schema and constrained tool calls cannot be combined")
+            return await anyio.to_thread.run_sync(self._grammars.compile, params.json_schema)
+        if constrained and tools:
+            compile_calls = functools.partial(
+                self._grammars.compile_tool_calls, list(tools), required=params.require_tool_call
+            )
+            return await anyio.to_thread.run_sync(compile_calls)
+        return None
+
     def _tokenize(self, text: str) -> list[int]:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -281,9 +298,7 @@ class LocalChatModel:
                 raise ModelRequestError(
                     f"the prompt is {len(prompt_ids)} tokens; the model's context is {self.context_length}"
                 )
-            grammar = None
-            if params.json_schema is not None:
-                grammar = await anyio.to_thread.run_sync(self._grammars.compile, params.json_schema)
+            grammar = await self._grammar(params, tools)
             request = DecodeRequest(prompt_ids, params, min(params.max_tokens, room), grammar)
             result = await self._batcher.submit(request)
         except Exception as exc:

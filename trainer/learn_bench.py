@@ -26,7 +26,7 @@ from arena.tasks.model import Task
 from arena.types import SamplingParams
 from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
-from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task
+from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
 from trainer.precision import rollout_dtype
 from trainer.sft import sft_warmup
@@ -36,6 +36,9 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_EVAL_ENVS = ("library", "email", "flights")
 QUICK_EVAL_ENVS = ("library", "email")
+# Synthesized evaluation tasks per held-out environment in the full benchmark (beside the
+# hand-written ones): 30 tasks alone give a ±15-point interval on a pass rate.
+DEFAULT_EVAL_SYNTH_PER_ENV = 6
 
 
 class LearnBenchConfig(BaseModel):
@@ -47,6 +50,9 @@ class LearnBenchConfig(BaseModel):
     # Graph-synthesized tasks added per training environment (template writer, no model): more
     # trajectories of the look-up-then-act shape than the hand-written tasks alone give.
     synth_per_env: int = Field(default=0, ge=0)
+    # Graph-synthesized tasks added to the evaluation set per held-out environment (same generator,
+    # other envs): a larger fixed set, reported apart from the hand-written tasks.
+    eval_synth_per_env: int = Field(default=0, ge=0)
     eval_samples: int = Field(default=1, ge=1)  # >1 samples at eval_temperature
     eval_temperature: float = Field(default=0.0, ge=0.0)
     trainer: TrainerConfig
@@ -78,7 +84,10 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
             # Resending a refused call unchanged (the SFT policy's commonest loop) ends the episode
             # instead of spending the remaining turns, in training and in every evaluation alike.
             max_repeated_failures=2,
-            params=SamplingParams(temperature=1.0, logprobs=True),
+            # Calls are grammar-constrained to the shown tools' schemas (no invented argument, no
+            # broken JSON) in rollouts and every evaluation alike: the policy still chooses the
+            # tool, the values and when to answer.
+            params=SamplingParams(temperature=1.0, logprobs=True, constrain_tool_calls=True),
         ),
         sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4, max_length=3584),
     )
@@ -105,6 +114,8 @@ class LearnReport(BaseModel):
     pass_rate: dict[str, Interval]  # stage → overall pass rate
     reward: dict[str, Interval]
     per_env_pass_rate: dict[str, dict[str, Interval]]  # stage → env → pass rate
+    # stage → "handwritten" / "synthesized" → pass rate (the evaluation set's two sources)
+    per_source_pass_rate: dict[str, dict[str, Interval]] = Field(default_factory=dict)
     sft_minus_base: Interval  # paired over tasks, pass rate
     grpo_minus_base: Interval
     grpo_minus_sft: Interval
@@ -165,10 +176,10 @@ def load_task_sets(
     return envs, train, held, [n for n in train_names if n in used]
 
 
-async def synthesized_training_tasks(
-    envs: dict[str, Any], train_names: list[str], per_env: int, *, seed: int = 0
+async def synthesized_tasks(
+    envs: dict[str, Any], names: list[str], per_env: int, *, seed: int = 0
 ) -> list[Task]:
-    """`per_env` gated graph tasks (at least one write) for each training environment.
+    """`per_env` gated graph tasks (at least one write) for each of the environments `names`.
 
     Half have two reference calls, half three (the held-out tasks need two to four: a policy
     trained on one length learns to stop at it). The instructions name things by their attributes
@@ -181,7 +192,7 @@ async def synthesized_training_tasks(
 
     out: list[Task] = []
     lengths = {2: per_env - per_env // 2, 3: per_env // 2}
-    for name in train_names:
+    for name in names:
         if name not in envs:
             continue
         for offset, (length, n) in enumerate(lengths.items()):
@@ -193,8 +204,57 @@ async def synthesized_training_tasks(
                 seed=seed + offset,  # task ids derive from the seed: one per length keeps them unique
                 difficulty=Difficulty(walk_length=length, ambiguity=1),
                 grounded=True,
+                # Grounded short walks are rare in some envs (flights: none of 24 at length 2);
+                # template-written candidates cost milliseconds, so look further.
+                max_attempts=48 * n,
             )
             out.extend(result.tasks)
+    return out
+
+
+async def within_budget(
+    prepared: list[Any], tokenizer_dir: Path, config: TrainerConfig, *, only: set[str] | None = None
+) -> tuple[list[Any], list[str]]:
+    """The tasks whose perfect episode fits `config.episode.max_total_tokens`, and why others don't.
+
+    A task over the budget could never pass, whatever the policy: it measures nothing. `only`
+    limits the check to those task keys (the hand-written set is checked by a test instead).
+    """
+    from transformers import AutoTokenizer
+
+    from trainer.sft import reference_messages, render_examples
+
+    tokenizer = await anyio.to_thread.run_sync(AutoTokenizer.from_pretrained, str(tokenizer_dir))
+    budget = config.episode.max_total_tokens
+    kept: list[Any] = []
+    dropped: list[str] = []
+    for item in prepared:
+        if only is not None and item.key not in only:
+            kept.append(item)
+            continue
+        messages = await reference_messages(item)
+        examples = (
+            []
+            if messages is None
+            else render_examples(
+                tokenizer, item, messages, history_turns=config.episode.history_turns, max_length=1 << 20
+            )
+        )
+        length = max((len(e.input_ids) for e in examples), default=budget)
+        if length >= budget:
+            dropped.append(f"{item.key}: its perfect episode is {length} tokens, the budget {budget}")
+        else:
+            kept.append(item)
+    return kept, dropped
+
+
+def _by_source(report: EvalReport, synthesized: set[str]) -> dict[str, Interval]:
+    """Pass rate on the hand-written and on the synthesized evaluation tasks, apart."""
+    out: dict[str, Interval] = {}
+    for source, wanted in (("handwritten", False), ("synthesized", True)):
+        episodes = [e for e in report.episodes if (e.task in synthesized) == wanted]
+        if episodes:
+            out[source] = summarize(episodes).pass_rate
     return out
 
 
@@ -206,7 +266,9 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
     model, tokenizer = await anyio.to_thread.run_sync(functools.partial(load_policy, policy_dir, dtype=dtype))
     model.eval()
     chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
-    params = SamplingParams(temperature=config.eval_temperature, logprobs=False)
+    params = config.trainer.episode.params.model_copy(
+        update={"temperature": config.eval_temperature, "logprobs": False}
+    )
     eval_config = config.trainer.model_copy(
         update={"episode": config.trainer.episode.model_copy(update={"params": params})}
     )
@@ -223,14 +285,26 @@ async def run_learn_bench(
     say = progress or (lambda _m: None)
     envs, train_tasks, eval_tasks, train_names = load_task_sets(config, Registry())
     if config.synth_per_env:
-        synthesized = await synthesized_training_tasks(envs, train_names, config.synth_per_env)
+        synthesized = await synthesized_tasks(envs, train_names, config.synth_per_env)
         say(f"{len(synthesized)} synthesized training tasks")
         train_tasks = [*train_tasks, *synthesized]
+    synth_keys: set[str] = set()
+    if config.eval_synth_per_env:
+        held_envs = [n for n in config.eval_envs if n in envs]
+        extra = await synthesized_tasks(envs, held_envs, config.eval_synth_per_env)
+        extra = [t for t in extra if is_eval_task(t, envs[t.env])]
+        synth_keys = {t.full_id for t in extra}
+        say(f"{len(extra)} synthesized evaluation tasks")
+        eval_tasks = [*eval_tasks, *extra]
     cfg = config.trainer
     eval_prepared, skipped = await prepare_tasks(
         eval_tasks, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset
     )
     notes = [f"evaluation task skipped: {s}" for s in skipped]
+    if synth_keys:
+        eval_prepared, too_long = await within_budget(eval_prepared, base_dir, cfg, only=synth_keys)
+        notes += [f"evaluation task skipped: {s}" for s in too_long]
+        synth_keys &= {p.key for p in eval_prepared}
     if not eval_prepared or not train_tasks:
         raise ValueError("the learning benchmark needs training tasks and held-out evaluation tasks")
     say(
@@ -296,6 +370,7 @@ async def run_learn_bench(
         pass_rate={k: v.overall.pass_rate for k, v in by.items()},
         reward={k: v.overall.reward for k, v in by.items()},
         per_env_pass_rate={k: {e: s.pass_rate for e, s in v.per_env.items()} for k, v in by.items()},
+        per_source_pass_rate={k: _by_source(v, synth_keys) for k, v in by.items()},
         sft_minus_base=sft_base,
         grpo_minus_base=grpo_base,
         grpo_minus_sft=grpo_sft,

@@ -28,7 +28,7 @@ import anyio.to_thread
 import structlog
 
 from arena.episode.history import policy_view
-from arena.episode.parser import clean_text
+from arena.episode.parser import call_block, clean_text, in_schema_order
 from arena.episode.prompts import tool_observation
 from arena.tasks.model import Task
 from arena.tasks.replay import first_failure, replay_reference
@@ -59,8 +59,7 @@ class SftExample:
 
 def call_text(call: ToolCall) -> str:
     """A tool call as the policy writes it (the Hermes block of the chat template)."""
-    payload = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
-    return f"<tool_call>\n{payload}\n</tool_call>"
+    return call_block(call.name, json.dumps(call.arguments, ensure_ascii=False))
 
 
 async def reference_messages(item: PreparedTask, *, sandbox: Any = None) -> list[Message] | None:
@@ -74,8 +73,11 @@ async def reference_messages(item: PreparedTask, *, sandbox: Any = None) -> list
         Message(role="system", content=item.system_prompt),
         Message(role="user", content=task.instruction),
     ]
+    schemas = {t.name: t.parameters for t in item.env.tool_specs}
     for i, (call, result) in enumerate(zip(task.reference, results, strict=True)):
-        call = call.model_copy(update={"id": call.id or f"call_{i}"})
+        # Arguments in schema order: what constrained decoding writes (see simulate.constrained).
+        arguments = in_schema_order(call.arguments, schemas.get(call.name, {}))
+        call = call.model_copy(update={"id": call.id or f"call_{i}", "arguments": arguments})
         messages.append(Message(role="assistant", content=call_text(call), tool_calls=[call]))
         observation = clean_text(tool_observation(result.ok, result.output, result.error))
         messages.append(Message(role="tool", content=observation, tool_call_id=call.id, name=call.name))

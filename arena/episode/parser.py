@@ -23,6 +23,32 @@ from arena.types import ToolCall
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 
+
+def call_block_begin(name: str) -> str:
+    """The text of a Hermes call block up to its arguments: `<tool_call>` and the tool's name."""
+    return f'{OPEN_TAG}\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": '
+
+
+# What follows the arguments object: the end of the call object and the closing tag.
+CALL_BLOCK_END = f"}}\n{CLOSE_TAG}"
+
+
+def in_schema_order(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """`arguments` with the schema's properties first, in the schema's order (then any others).
+
+    Constrained decoding writes top-level arguments in schema order; training targets written the
+    same way never teach the policy an order the grammar would refuse.
+    """
+    order = list((schema.get("properties") or {}).keys())
+    rank = {name: i for i, name in enumerate(order)}
+    return dict(sorted(arguments.items(), key=lambda item: rank.get(item[0], len(rank))))
+
+
+def call_block(name: str, arguments_json: str) -> str:
+    """One call as the chat template writes it (SFT targets, constrained decoding, HTTP replies)."""
+    return call_block_begin(name) + arguments_json + CALL_BLOCK_END
+
+
 MalformedKind = Literal[
     "bad_json",  # the block is not valid JSON
     "not_an_object",  # the block is JSON but not an object

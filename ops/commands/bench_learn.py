@@ -29,6 +29,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
     from simulate.embedded import EmbeddedModelMissing, ensure_embedded_model
     from trainer.learn_bench import (
         DEFAULT_EVAL_ENVS,
+        DEFAULT_EVAL_SYNTH_PER_ENV,
         QUICK_EVAL_ENVS,
         LearnBenchConfig,
         default_trainer_config,
@@ -48,6 +49,8 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         trainer = trainer.model_copy(update={"max_steps": args.grpo_steps})
     if args.synth_tasks is not None and args.synth_tasks < 0:
         raise CliError("--synth-tasks must be 0 or more")
+    if args.eval_synth_tasks is not None and args.eval_synth_tasks < 0:
+        raise CliError("--eval-synth-tasks must be 0 or more")
     if args.sft_epochs is not None:
         if args.sft_epochs <= 0:
             raise CliError("--sft-epochs must be positive")
@@ -64,6 +67,11 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         eval_samples=args.samples,
         max_train_tasks=args.train_tasks or (16 if args.quick else None),
         synth_per_env=args.synth_tasks if args.synth_tasks is not None else (0 if args.quick else 8),
+        eval_synth_per_env=(
+            args.eval_synth_tasks
+            if args.eval_synth_tasks is not None
+            else (0 if args.quick else DEFAULT_EVAL_SYNTH_PER_ENV)
+        ),
         eval_temperature=0.0 if args.samples == 1 else 0.7,
         trainer=trainer,
     )
@@ -90,6 +98,9 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
             f"{stage['stage']:>5}: pass {_pct(overall['pass_rate'])}  reward {_pct(overall['reward'])}  "
             f"train {stage['train_seconds']:.0f}s, eval {stage['eval']['seconds']:.0f}s"
         )
+    for stage_name, sources in data["per_source_pass_rate"].items():
+        parts = ", ".join(f"{source} {_pct(rate)}" for source, rate in sources.items())
+        print(f"{stage_name:>5}: pass by task source: {parts}")
     for key in ("sft_minus_base", "grpo_minus_base", "grpo_minus_sft"):
         print(f"{key}: {_pct(data[key])}")
     print(f"wall time {report.wall_seconds / 60:.1f} min; targets: {report.targets}")
@@ -114,7 +125,13 @@ def register(cli: Cli) -> None:
     p.add_argument(
         "--synth-tasks",
         type=int,
-        help="graph-synthesized training tasks per training environment (default 6; 0 with --quick)",
+        help="graph-synthesized training tasks per training environment (default 8; 0 with --quick)",
+    )
+    p.add_argument(
+        "--eval-synth-tasks",
+        type=int,
+        help="graph-synthesized evaluation tasks per held-out environment, reported apart "
+        "(default 6; 0 with --quick)",
     )
     p.add_argument(
         "--samples", type=int, default=1, help="evaluation episodes per task (>1 samples at T=0.7)"

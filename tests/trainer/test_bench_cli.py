@@ -54,15 +54,15 @@ def test_train_command_rejects_unknown_tasks(
     assert "no trainable task matches 'library/no-such-task'" in capsys.readouterr().err
 
 
-def test_synthesized_training_tasks_come_from_training_envs_only() -> None:
+def test_synthesized_tasks_come_from_the_given_envs_only() -> None:
     import anyio
 
     from arena.env.registry import Registry
-    from trainer.learn_bench import synthesized_training_tasks
+    from trainer.learn_bench import synthesized_tasks
 
     config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
     envs, _train, _held, train_names = load_task_sets(config, Registry())
-    tasks = anyio.run(synthesized_training_tasks, envs, train_names[:2], 3)
+    tasks = anyio.run(synthesized_tasks, envs, train_names[:2], 3)
     assert len(tasks) == 6 and {t.env for t in tasks} == set(train_names[:2])
     for t in tasks:  # two or three calls with a write: the shape of the held-out evaluation tasks
         assert len(t.reference) in (2, 3) and is_eval_task(t, envs[t.env]), t.reference
@@ -84,11 +84,13 @@ async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
     from transformers import AutoTokenizer
 
     from arena.env.registry import Registry
+    from trainer.learn_bench import DEFAULT_EVAL_SYNTH_PER_ENV, synthesized_tasks, within_budget
     from trainer.sft import reference_messages, render_examples
     from trainer.tasks import prepare_tasks
 
     trainer = default_trainer_config(False)
-    envs, _train, held, _names = load_task_sets(LearnBenchConfig(trainer=trainer), Registry())
+    config = LearnBenchConfig(trainer=trainer)
+    envs, _train, held, _names = load_task_sets(config, Registry())
     prepared, skipped = await prepare_tasks(
         held, envs, system_prompt=trainer.system_prompt, tool_subset=trainer.tool_subset
     )
@@ -106,3 +108,22 @@ async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
     too_long = {k: n for k, n in lengths.items() if n >= budget}
     assert not too_long, f"reference trajectories at or over the {budget}-token budget: {too_long}"
     assert trainer.sft.max_length >= max(lengths.values())
+
+    # Synthesized evaluation tasks are filtered by the same measure (some email walks list long
+    # messages); what the bench keeps fits.
+    synthesized, _ = await prepare_tasks(
+        await synthesized_tasks(envs, config.eval_envs, DEFAULT_EVAL_SYNTH_PER_ENV),
+        envs,
+        system_prompt=trainer.system_prompt,
+        tool_subset=trainer.tool_subset,
+    )
+    kept, dropped = await within_budget(synthesized, embedded_model_path, trainer)
+    assert len(kept) + len(dropped) == len(synthesized) and len(kept) >= 2 * DEFAULT_EVAL_SYNTH_PER_ENV
+    assert all("tokens, the budget 3584" in d for d in dropped)
+    for item in kept:
+        messages = await reference_messages(item)
+        assert messages is not None
+        (example,) = render_examples(
+            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
+        )
+        assert len(example.input_ids) < budget
