@@ -186,6 +186,11 @@ class RoundConfig(_Section):
     max_turns: int = Field(10, ge=1, description="Turn cap of one episode.")
     max_tokens_per_turn: int = Field(256, ge=1, description="Token cap of one policy turn.")
     episode_concurrency: int = Field(4, ge=1, description="Episodes run at once.")
+    constrain_tool_calls: bool = Field(
+        False,
+        description="Grammar-constrain the policy's tool calls to the shown tools' schemas "
+        "(local: xgrammar; http: strict functions).",
+    )
     eval_max_envs: int | None = Field(
         None, ge=1, description="Evaluate at most this many arena environments per round (none: all)."
     )

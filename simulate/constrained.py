@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import structlog
@@ -40,12 +41,17 @@ def _import_xgrammar() -> Any:
 class GrammarCache:
     """Compiled JSON-schema grammars for one tokenizer, keyed by the schema's canonical JSON."""
 
-    def __init__(self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int]) -> None:
+    def __init__(
+        self, tokenizer: Any, *, vocab_size: int, stop_token_ids: list[int], max_entries: int = 512
+    ) -> None:
         self._tokenizer = tokenizer
         self._vocab_size = vocab_size
         self._stop_token_ids = stop_token_ids
         self._compiler: Any = None
-        self._compiled: dict[str, Any] = {}
+        # Least recently used first; bounded because every task's tool view is its own grammar
+        # and a daemon sees new tool sets for weeks.
+        self._compiled: OrderedDict[str, Any] = OrderedDict()
+        self._max_entries = max_entries
         # Compilation may be requested from several worker threads at once.
         self._lock = threading.Lock()
 
@@ -79,8 +85,8 @@ class GrammarCache:
     def compile_tool_calls(self, tools: list[ToolSpec], *, required: bool = False) -> Any:
         """The grammar of free text with schema-valid Hermes calls of `tools`.
 
-        `required`: the output must hold at least one call. `ModelRequestError` if a tool's
-        parameter schema cannot be compiled (it names the tool).
+        `required`: the output must hold at least one call. A tool whose parameter schema
+        xgrammar cannot compile gets any JSON object as its arguments (logged).
         """
         if not tools:
             raise ModelRequestError("constrained tool calls need at least one tool")
@@ -95,6 +101,7 @@ class GrammarCache:
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is not None:
+                self._compiled.move_to_end(key)
                 return compiled
             try:
                 compiled = build(self._get_compiler())
@@ -103,6 +110,8 @@ class GrammarCache:
             except Exception as exc:
                 raise ModelRequestError(f"invalid {what}: {exc}") from exc
             self._compiled[key] = compiled
+            while len(self._compiled) > self._max_entries:
+                self._compiled.popitem(last=False)
             log.debug("grammar.compiled", key_chars=len(key), cached=len(self._compiled))
             return compiled
 
@@ -125,7 +134,13 @@ def _arguments_ebnf(tool: ToolSpec) -> str:
             json.dumps(tool.parameters), any_whitespace=False, separators=(", ", ": ")
         )
     except Exception as exc:
-        raise ModelRequestError(f"tool {tool.name!r} has a parameter schema xgrammar rejects: {exc}") from exc
+        # One odd schema (a keyword xgrammar does not know) must not fail every episode of its
+        # environment: that tool's arguments are only held to be a JSON object, and the tool
+        # still validates them when called.
+        log.warning("grammar.tool_schema_unsupported", tool=tool.name, error=str(exc)[:200])
+        grammar = xgr.Grammar.from_json_schema(
+            json.dumps({"type": "object"}), any_whitespace=False, separators=(", ", ": ")
+        )
     return str(grammar)
 
 

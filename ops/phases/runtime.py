@@ -79,7 +79,11 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         max_tokens_per_turn=rnd.max_tokens_per_turn,
         max_total_tokens=max(rnd.max_tokens_per_turn * rnd.max_turns, rnd.max_tokens_per_turn) + 4096,
         params=SamplingParams(
-            temperature=temperature, top_p=1.0, max_tokens=rnd.max_tokens_per_turn, logprobs=temperature > 0
+            temperature=temperature,
+            top_p=1.0,
+            max_tokens=rnd.max_tokens_per_turn,
+            logprobs=temperature > 0,
+            constrain_tool_calls=rnd.constrain_tool_calls,
         ),
     )
     tasks_per_step = max(1, tr.batch_size // group)

@@ -59,6 +59,7 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
         ARENA_ROUND__TRAIN_STEPS="3",
         ARENA_ROUND__MAX_TURNS="4",
         ARENA_ROUND__MAX_TOKENS_PER_TURN="64",
+        ARENA_ROUND__CONSTRAIN_TOOL_CALLS="true",
         ARENA_TRAINER__BATCH_SIZE="8",
         ARENA_TRAINER__SYSTEM_PROMPT="compact",
         ARENA_TRAINER__TOOL_SUBSET="0",
@@ -74,6 +75,7 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
     evaluation = trainer_config(ctx, temperature=0.0)
     assert evaluation.episode.params.temperature == 0.0 and not evaluation.episode.params.logprobs
     assert evaluation.system_prompt == train.system_prompt and evaluation.tool_subset == train.tool_subset
+    assert train.episode.params.constrain_tool_calls and evaluation.episode.params.constrain_tool_calls
 
 
 def test_task_difficulty_reads_only_curriculum_knobs() -> None:

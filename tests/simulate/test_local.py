@@ -269,6 +269,20 @@ def test_tool_call_grammar_admits_exactly_schema_valid_calls(local_model) -> Non
     assert not any(accepted(t) for t in bad)
 
 
+def test_tool_grammars_tolerate_odd_schemas_and_stay_bounded(local_model) -> None:
+    from simulate.constrained import GrammarCache
+
+    odd = ToolSpec(name="odd", parameters={"type": "object", "properties": {"x": {"type": "frobnicate"}}})
+    cache = GrammarCache(local_model.tokenizer, vocab_size=49152, stop_token_ids=[2], max_entries=2)
+    compiled = cache.compile_tool_calls([odd, TOOLS[0]])  # no error: `odd` takes any JSON object
+    matcher = GrammarCache.matcher(compiled)
+    text = '<tool_call>\n{"name": "odd", "arguments": {"y": [1, 2]}}\n</tool_call>'
+    assert all(matcher.accept_token(i) for i in local_model.tokenizer(text)["input_ids"])
+    for tools in ([TOOLS[0]], [TOOLS[1]], TOOLS):
+        cache.compile_tool_calls(tools)
+    assert len(cache._compiled) == 2  # least recently used grammars are dropped
+
+
 async def test_constrained_tool_calls_always_parse_and_validate(local_model) -> None:
     """The base model never writes a call on its own; required, every sampled call is valid."""
     from arena.episode.parser import parse_tool_calls
