@@ -65,7 +65,9 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         tasks_per_step=2,
         # At 1,000–2,000 tokens of context decoding is bound by reading the KV cache, so a row
         # costs about as much in a batch of 8 as of 16: two groups per step, more steps.
-        max_steps=2 if quick else 12,
+        # The full run is sized to the 60-minute budget on 2 CPU cores: about 30 min of SFT,
+        # 17 of GRPO (under 3 min a step) and 12 for the three evaluations.
+        max_steps=2 if quick else 6,
         learning_rate=2e-5,
         system_prompt="compact",
         tool_subset=0 if quick else 1,
@@ -89,7 +91,7 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
             # tool, the values and when to answer.
             params=SamplingParams(temperature=1.0, logprobs=True, constrain_tool_calls=True),
         ),
-        sft=SftConfig(epochs=2.0 if quick else 3.0, learning_rate=1e-4, batch_size=4, max_length=3584),
+        sft=SftConfig(epochs=2.0 if quick else 1.5, learning_rate=1e-4, batch_size=4, max_length=3584),
     )
 
 
@@ -284,10 +286,21 @@ async def run_learn_bench(
     started = time.perf_counter()
     say = progress or (lambda _m: None)
     envs, train_tasks, eval_tasks, train_names = load_task_sets(config, Registry())
+    cfg = config.trainer
+    notes: list[str] = []
     if config.synth_per_env:
         synthesized = await synthesized_tasks(envs, train_names, config.synth_per_env)
-        say(f"{len(synthesized)} synthesized training tasks")
-        train_tasks = [*train_tasks, *synthesized]
+        # An over-budget task teaches nothing: SFT skips it and every GRPO group on it scores 0.
+        prepared_synth, _ = await prepare_tasks(
+            synthesized, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset
+        )
+        fitting, too_long = await within_budget(prepared_synth, base_dir, cfg)
+        notes += [f"training task skipped: {s}" for s in too_long]
+        say(f"{len(fitting)} synthesized training tasks ({len(too_long)} over the token budget)")
+        train_tasks = [*train_tasks, *(p.task for p in fitting)]
+        for item in prepared_synth:  # SFT and GRPO prepare their own copies
+            if item.expected_state is not None:
+                item.expected_state.close()
     synth_keys: set[str] = set()
     if config.eval_synth_per_env:
         held_envs = [n for n in config.eval_envs if n in envs]
@@ -296,11 +309,10 @@ async def run_learn_bench(
         synth_keys = {t.full_id for t in extra}
         say(f"{len(extra)} synthesized evaluation tasks")
         eval_tasks = [*eval_tasks, *extra]
-    cfg = config.trainer
     eval_prepared, skipped = await prepare_tasks(
         eval_tasks, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset
     )
-    notes = [f"evaluation task skipped: {s}" for s in skipped]
+    notes += [f"evaluation task skipped: {s}" for s in skipped]
     if synth_keys:
         eval_prepared, too_long = await within_budget(eval_prepared, base_dir, cfg, only=synth_keys)
         notes += [f"evaluation task skipped: {s}" for s in too_long]
