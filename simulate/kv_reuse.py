@@ -33,6 +33,9 @@ log = structlog.get_logger(__name__)
 # Below this many reusable tokens a separate start costs more than it saves.
 MIN_REUSE = 8
 DEFAULT_STORE_BYTES = 2 << 30
+# The padded KV cache of one decode batch (rows x widest row): 32 rows of 3,600 tokens of the
+# embedded model in float32 are 5 GiB, and building the batch used to hold it twice.
+DEFAULT_BATCH_KV_BYTES = 3 << 30
 
 LayerKV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), [1, heads, tokens, dim]
 
@@ -168,8 +171,41 @@ def prefill_rows(
     return rows, torch.stack(logits)
 
 
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of keys and values one token takes in `model`'s cache (all layers)."""
+    config = model.config
+    config = getattr(config, "get_text_config", lambda: config)()
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    element = next(model.parameters()).element_size()
+    return 2 * int(config.num_hidden_layers) * kv_heads * head_dim * element
+
+
+def kv_chunks(widths: Sequence[int], budget_tokens: int) -> list[list[int]]:
+    """Split rows into decode batches whose padded cache (rows x widest) fits `budget_tokens`.
+
+    `widths` are each row's prompt plus new-token budget. Rows are taken widest first, so rows
+    of like length share a batch (less padding) and a GRPO group's samples, which share a prompt,
+    stay together. A row wider than the budget still gets a batch of its own.
+    """
+    order = sorted(range(len(widths)), key=lambda i: -widths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        # Widest first: the chunk's first row sets its width.
+        if chunks and (len(chunks[-1]) + 1) * widths[chunks[-1][0]] <= budget_tokens:
+            chunks[-1].append(i)
+        else:
+            chunks.append([i])
+    return chunks
+
+
 def batch_cache(model: Any, rows: Sequence[RowKV]) -> tuple[Any, torch.Tensor, torch.Tensor]:
-    """(cache, attention mask, last positions) of `rows` left-padded into one batch."""
+    """(cache, attention mask, last positions) of `rows` left-padded into one batch.
+
+    Consumes `rows`: each row's layer is released as soon as it is copied, so building the batch
+    holds one batch of keys and values at its peak, not the rows and the batch side by side.
+    """
     from transformers import DynamicCache
 
     width = max(len(r.ids) for r in rows)
@@ -185,6 +221,7 @@ def batch_cache(model: Any, rows: Sequence[RowKV]) -> tuple[Any, torch.Tensor, t
             k, v = row.layers[layer]
             keys[b, :, width - k.shape[2] :] = k[0]
             values[b, :, width - v.shape[2] :] = v[0]
+            row.layers[layer] = (k[:, :, :0].clone(), v[:, :, :0].clone())  # released
         cache.update(keys, values, layer)
     last = torch.tensor([[len(r.ids) - 1] for r in rows], dtype=torch.long, device=model.device)
     return cache, attention, last

@@ -30,7 +30,13 @@ from simulate.batching import DynamicBatcher, Job
 from simulate.calls import current_role, record_completion, record_failure
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
-from simulate.kv_reuse import DEFAULT_STORE_BYTES, PrefixKVStore
+from simulate.kv_reuse import (
+    DEFAULT_BATCH_KV_BYTES,
+    DEFAULT_STORE_BYTES,
+    PrefixKVStore,
+    kv_bytes_per_token,
+    kv_chunks,
+)
 from simulate.model_errors import ModelRequestError
 from simulate.token_prefix import TokenPrefixCache
 
@@ -73,6 +79,7 @@ class LocalChatModel:
         batch_wait_ms: float = 5.0,
         chat_template: str | None = None,
         kv_reuse_bytes: int = DEFAULT_STORE_BYTES,
+        max_batch_kv_bytes: int = DEFAULT_BATCH_KV_BYTES,
     ) -> None:
         self.name = name
         self.role = role
@@ -98,6 +105,9 @@ class LocalChatModel:
         self._prefixes = TokenPrefixCache(list(getattr(tokenizer, "all_special_tokens", [])))
         # Finished rows' KV caches: a conversation's next turn prefills only what is new (0: off).
         self._kv_store = PrefixKVStore(kv_reuse_bytes) if kv_reuse_bytes > 0 else None
+        # Queued rows are decoded in as many batches as keep each padded cache under this budget:
+        # 32 long rows at once took 16 GB and killed a learn bench run.
+        self._batch_tokens = max(1, max_batch_kv_bytes // kv_bytes_per_token(model))
         # Held by the decode thread for a whole batch and by weight swaps: never both at once.
         self._model_lock = threading.Lock()
         self._batcher: DynamicBatcher[DecodeRequest, DecodeResult] = DynamicBatcher(
@@ -324,22 +334,27 @@ class LocalChatModel:
     def _run_batch(self, jobs: Sequence[Job[DecodeRequest, DecodeResult]]) -> None:
         """Decode one batch (worker thread)."""
         started = time.perf_counter()
+        widths = [len(job.request.prompt_ids) + job.request.max_new_tokens for job in jobs]
+        chunks = kv_chunks(widths, self._batch_tokens)
         with self._model_lock:
-            decode_batch(
-                self._model,
-                self._tokenizer,
-                [job.request for job in jobs],
-                stop_token_ids=self._stop_token_ids,
-                vocab_size=self._vocab_size,
-                on_done=lambda i, result: jobs[i].finish(result),
-                is_cancelled=lambda i: jobs[i].cancelled,
-                store=self._kv_store,
-            )
+            for chunk in chunks:
+                part = [jobs[i] for i in chunk]
+                decode_batch(
+                    self._model,
+                    self._tokenizer,
+                    [job.request for job in part],
+                    stop_token_ids=self._stop_token_ids,
+                    vocab_size=self._vocab_size,
+                    on_done=lambda i, result, part=part: part[i].finish(result),
+                    is_cancelled=lambda i, part=part: part[i].cancelled,
+                    store=self._kv_store,
+                )
         store = self._kv_store
         log.debug(
             "local_model.batch",
             model=self.name,
             size=len(jobs),
+            decode_batches=len(chunks),
             seconds=round(time.perf_counter() - started, 3),
             kv_entries=len(store) if store is not None else 0,
             kv_reused_tokens=store.reused_tokens if store is not None else 0,

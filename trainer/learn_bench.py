@@ -28,6 +28,7 @@ from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
+from trainer.memory import release_memory
 from trainer.precision import rollout_dtype
 from trainer.sft import sft_warmup
 from trainer.tasks import prepare_tasks
@@ -274,7 +275,11 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
     eval_config = config.trainer.model_copy(
         update={"episode": config.trainer.episode.model_copy(update={"params": params})}
     )
-    return await evaluate(chat, prepared, eval_config, samples=config.eval_samples)
+    try:
+        return await evaluate(chat, prepared, eval_config, samples=config.eval_samples)
+    finally:
+        del chat, model
+        release_memory(f"evaluated {policy_dir.name}")
 
 
 async def run_learn_bench(
@@ -333,6 +338,7 @@ async def run_learn_bench(
     say(f"base pass rate {stages[-1].eval.overall.pass_rate.value:.2f}; SFT warm-up")
 
     sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
+    release_memory("SFT warm-up done")
     stages.append(
         StageReport(
             stage="sft",
@@ -353,6 +359,7 @@ async def run_learn_bench(
         envs=envs,
         on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
     )
+    release_memory("GRPO round done")
     stages.append(
         StageReport(
             stage="grpo",

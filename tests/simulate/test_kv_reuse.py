@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from arena.types import Message, SamplingParams
-from simulate.kv_reuse import MIN_REUSE, PrefixKVStore, RowKV, common_prefix
+from simulate.kv_reuse import MIN_REUSE, PrefixKVStore, RowKV, batch_cache, common_prefix, kv_chunks
 
 
 def row(ids: list[int], heads: int = 2, dim: int = 4) -> RowKV:
@@ -100,6 +100,12 @@ async def test_multi_turn_conversations_decode_the_same_with_and_without_reuse(
     plain = await three_turns(LocalChatModel(model, tokenizer, kv_reuse_bytes=0))
     reusing = LocalChatModel(model, tokenizer)
     reused = await three_turns(reusing)
+    # A KV budget below two rows: queued rows decode one batch at a time, to the same tokens.
+    one_row = LocalChatModel(model, tokenizer, max_batch_kv_bytes=1)
+    assert one_row._batch_tokens == 1
+    for a_turn, b_turn in zip(reused, await three_turns(one_row), strict=True):
+        for a, b in zip(a_turn, b_turn, strict=True):
+            assert b.completion_token_ids == a.completion_token_ids
     store = reusing._kv_store
     assert store is not None and store.hits > 0
     # Later turns computed only what was new: most of their prompts came from the store.
@@ -113,3 +119,50 @@ async def test_multi_turn_conversations_decode_the_same_with_and_without_reuse(
     # New weights make the cached keys stale.
     reusing.load_state_dict(model.state_dict())
     assert len(store) == 0
+
+
+def test_kv_chunks_keep_each_batch_within_the_budget() -> None:
+    widths = [100, 400, 100, 250, 400, 900, 100]
+    chunks = kv_chunks(widths, 1000)
+    assert sorted(i for c in chunks for i in c) == list(range(len(widths)))
+    assert chunks[0] == [5]  # the widest row first; alone it nearly fills the budget
+    for chunk in chunks:
+        width = max(widths[i] for i in chunk)
+        assert len(chunk) * width <= 1000
+        assert widths[chunk[0]] == width
+    assert [1, 4] in chunks  # rows of one width (a GRPO group's prompt) share a batch
+    # A row wider than the budget still decodes, alone.
+    assert kv_chunks([5000, 10], 1000) == [[0], [1]]
+    assert kv_chunks([], 1000) == []
+
+
+def test_batch_cache_pads_rows_and_releases_them() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=32,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
+    from simulate.kv_reuse import kv_bytes_per_token
+
+    assert kv_bytes_per_token(model) == 2 * 2 * 1 * 8 * 4  # k+v, layers, kv heads, head dim, fp32
+
+    def row(n: int, fill: float) -> RowKV:
+        return RowKV(list(range(n)), [(torch.full((1, 1, n, 8), fill), torch.full((1, 1, n, 8), -fill))] * 2)
+
+    rows = [row(3, 1.0), row(5, 2.0)]
+    cache, attention, last = batch_cache(model, rows)
+    assert attention.tolist() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+    assert last.tolist() == [[2], [4]]
+    keys = cache.layers[1].keys
+    assert keys.shape == (2, 1, 5, 8)
+    assert keys[0, 0, :2].abs().sum() == 0 and bool((keys[0, 0, 2:] == 1.0).all())
+    assert bool((cache.layers[0].values[1] == -2.0).all())
+    # The rows' own tensors were let go as they were copied.
+    assert all(k.numel() == 0 and v.numel() == 0 for r in rows for k, v in r.layers)
