@@ -28,9 +28,12 @@ from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
+from trainer.learn_tasks import is_eval_task, synthesized_tasks, within_budget
 from trainer.memory import release_memory
+from trainer.metrics import TrainResult
 from trainer.precision import rollout_dtype
 from trainer.sft import sft_warmup
+from trainer.stage_store import StageRecord, StageReport, StageStore, evaluation_key, weights_signature
 from trainer.tasks import prepare_tasks
 
 log = structlog.get_logger(__name__)
@@ -97,16 +100,6 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
     )
 
 
-class StageReport(BaseModel):
-    """One evaluated policy."""
-
-    stage: str
-    policy: str
-    eval: EvalReport
-    train_seconds: float = 0.0
-    train_steps: int = 0
-
-
 class LearnReport(BaseModel):
     """What `arena bench learn --json` prints."""
 
@@ -126,16 +119,6 @@ class LearnReport(BaseModel):
     targets: dict[str, bool]
     wall_seconds: float
     notes: list[str] = Field(default_factory=list)
-
-
-def is_eval_task(task: Task, env: Any) -> bool:
-    """A multi-step task: two or more reference calls, at least one write, autonomous."""
-    writes = set(env.write_tools)
-    return (
-        task.mode == "autonomous"
-        and len(task.reference) >= 2
-        and any(c.name in writes for c in task.reference)
-    )
 
 
 def load_task_sets(
@@ -180,78 +163,6 @@ def load_task_sets(
     return envs, train, held, [n for n in train_names if n in used]
 
 
-async def synthesized_tasks(
-    envs: dict[str, Any], names: list[str], per_env: int, *, seed: int = 0
-) -> list[Task]:
-    """`per_env` gated graph tasks (at least one write) for each of the environments `names`.
-
-    Half have two reference calls, half three (the held-out tasks need two to four: a policy
-    trained on one length learns to stop at it). The instructions name things by their attributes
-    (ambiguity 1: "the booking at Harborview Suites", not "BK-2042") and every id in a reference
-    call comes from the instruction or an earlier result (`grounded`): the look-up-then-act shape
-    of the held-out tasks, with no reference that would teach the policy to invent an id.
-    """
-    from arena.difficulty import Difficulty
-    from arena.synth.graph_tasks import synthesize_graph_tasks
-
-    out: list[Task] = []
-    lengths = {2: per_env - per_env // 2, 3: per_env // 2}
-    for name in names:
-        if name not in envs:
-            continue
-        for offset, (length, n) in enumerate(lengths.items()):
-            if n == 0:
-                continue
-            result = await synthesize_graph_tasks(
-                envs[name],
-                n,
-                seed=seed + offset,  # task ids derive from the seed: one per length keeps them unique
-                difficulty=Difficulty(walk_length=length, ambiguity=1),
-                grounded=True,
-                # Grounded short walks are rare in some envs (flights: none of 24 at length 2);
-                # template-written candidates cost milliseconds, so look further.
-                max_attempts=48 * n,
-            )
-            out.extend(result.tasks)
-    return out
-
-
-async def within_budget(
-    prepared: list[Any], tokenizer_dir: Path, config: TrainerConfig, *, only: set[str] | None = None
-) -> tuple[list[Any], list[str]]:
-    """The tasks whose perfect episode fits `config.episode.max_total_tokens`, and why others don't.
-
-    A task over the budget could never pass, whatever the policy: it measures nothing. `only`
-    limits the check to those task keys (the hand-written set is checked by a test instead).
-    """
-    from transformers import AutoTokenizer
-
-    from trainer.sft import reference_messages, render_examples
-
-    tokenizer = await anyio.to_thread.run_sync(AutoTokenizer.from_pretrained, str(tokenizer_dir))
-    budget = config.episode.max_total_tokens
-    kept: list[Any] = []
-    dropped: list[str] = []
-    for item in prepared:
-        if only is not None and item.key not in only:
-            kept.append(item)
-            continue
-        messages = await reference_messages(item)
-        examples = (
-            []
-            if messages is None
-            else render_examples(
-                tokenizer, item, messages, history_turns=config.episode.history_turns, max_length=1 << 20
-            )
-        )
-        length = max((len(e.input_ids) for e in examples), default=budget)
-        if length >= budget:
-            dropped.append(f"{item.key}: its perfect episode is {length} tokens, the budget {budget}")
-        else:
-            kept.append(item)
-    return kept, dropped
-
-
 def _by_source(report: EvalReport, synthesized: set[str]) -> dict[str, Interval]:
     """Pass rate on the hand-written and on the synthesized evaluation tasks, apart."""
     out: dict[str, Interval] = {}
@@ -262,6 +173,29 @@ def _by_source(report: EvalReport, synthesized: set[str]) -> dict[str, Interval]
     return out
 
 
+def _eval_config(config: LearnBenchConfig) -> TrainerConfig:
+    """The trainer config every stage is evaluated with: the training caps, the evaluation sampling."""
+    params = config.trainer.episode.params.model_copy(
+        update={"temperature": config.eval_temperature, "logprobs": False}
+    )
+    return config.trainer.model_copy(
+        update={"episode": config.trainer.episode.model_copy(update={"params": params})}
+    )
+
+
+def _eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:
+    """What an evaluation depends on besides the weights: tasks, their view, episode settings."""
+    cfg = _eval_config(config)
+    settings = {
+        "samples": config.eval_samples,
+        "episode": cfg.episode.model_dump(mode="json"),
+        "system_prompt": cfg.system_prompt,
+        "tool_subset": cfg.tool_subset,
+        "rollout_dtype": cfg.rollout_dtype,
+    }
+    return evaluation_key([p.key for p in prepared], settings)
+
+
 async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:
     from simulate.local import LocalChatModel
 
@@ -270,17 +204,37 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
     model, tokenizer = await anyio.to_thread.run_sync(functools.partial(load_policy, policy_dir, dtype=dtype))
     model.eval()
     chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
-    params = config.trainer.episode.params.model_copy(
-        update={"temperature": config.eval_temperature, "logprobs": False}
-    )
-    eval_config = config.trainer.model_copy(
-        update={"episode": config.trainer.episode.model_copy(update={"params": params})}
-    )
     try:
-        return await evaluate(chat, prepared, eval_config, samples=config.eval_samples)
+        return await evaluate(chat, prepared, _eval_config(config), samples=config.eval_samples)
     finally:
         del chat, model
         release_memory(f"evaluated {policy_dir.name}")
+
+
+async def _stage(
+    stage: str,
+    policy_dir: Path,
+    trained: TrainResult | None,
+    prepared: list[Any],
+    config: LearnBenchConfig,
+    store: StageStore,
+    say: Callable[[str], None],
+) -> StageRecord:
+    """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished."""
+    record = store.load(stage, policy_dir)
+    if record is None or (trained is not None and trained.steps > 0):
+        record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
+        if trained is not None:
+            record.train_seconds, record.train_steps = trained.seconds, trained.steps
+            record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
+        store.save(record)
+    key = _eval_key(prepared, config)
+    if record.eval is not None and record.eval_key == key:
+        say(f"{stage}: evaluation reused from {store.folder}")
+        return record
+    record.eval, record.eval_key = await _evaluate_dir(policy_dir, prepared, config), key
+    store.save(record)
+    return record
 
 
 async def run_learn_bench(
@@ -329,27 +283,15 @@ async def run_learn_bench(
         f"{len(train_tasks)} training tasks from {len(train_names)} envs, {len(eval_prepared)} held-out tasks"
     )
 
-    stages: list[StageReport] = []
+    store = StageStore(out_dir / "stages")
     say("evaluating the base model")
-    stages.append(
-        StageReport(
-            stage="base", policy=str(base_dir), eval=await _evaluate_dir(base_dir, eval_prepared, config)
-        )
-    )
-    say(f"base pass rate {stages[-1].eval.overall.pass_rate.value:.2f}; SFT warm-up")
+    base = await _stage("base", base_dir, None, eval_prepared, config, store, say)
+    say(f"base pass rate {base.report().eval.overall.pass_rate.value:.2f}; SFT warm-up")
 
     sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
     release_memory("SFT warm-up done")
-    stages.append(
-        StageReport(
-            stage="sft",
-            policy=str(sft.policy_dir),
-            train_seconds=sft.seconds,
-            train_steps=sft.steps,
-            eval=await _evaluate_dir(sft.policy_dir, eval_prepared, config),
-        )
-    )
-    say(f"SFT pass rate {stages[-1].eval.overall.pass_rate.value:.2f}; GRPO")
+    sft_stage = await _stage("sft", sft.policy_dir, sft, eval_prepared, config, store, say)
+    say(f"SFT pass rate {sft_stage.report().eval.overall.pass_rate.value:.2f}; GRPO")
 
     grpo = await train_round(
         1,
@@ -361,19 +303,15 @@ async def run_learn_bench(
         on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
     )
     release_memory("GRPO round done")
-    stages.append(
-        StageReport(
-            stage="grpo",
-            policy=str(grpo.policy_dir),
-            train_seconds=grpo.seconds,
-            train_steps=grpo.steps,
-            eval=await _evaluate_dir(grpo.policy_dir, eval_prepared, config),
-        )
-    )
-    if grpo.groups:
+    if grpo.resumed_from_step:
+        notes.append(f"GRPO resumed from step {grpo.resumed_from_step} (its time covers this run only)")
+    grpo_stage = await _stage("grpo", grpo.policy_dir, grpo, eval_prepared, config, store, say)
+    if grpo_stage.groups:
         notes.append(
-            f"GRPO: {grpo.zero_variance_groups}/{grpo.groups} groups had zero reward variance (dropped)"
+            f"GRPO: {grpo_stage.zero_variance_groups}/{grpo_stage.groups} groups had zero reward"
+            " variance (dropped)"
         )
+    stages = [record.report() for record in (base, sft_stage, grpo_stage)]
 
     by = {s.stage: s.eval for s in stages}
     passes = {k: per_task(v, "passed") for k, v in by.items()}

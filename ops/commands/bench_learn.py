@@ -117,7 +117,10 @@ def register(cli: Cli) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--quick", action="store_true", help="a short run (fewer steps, two held-out envs)")
     p.add_argument("--model", help="base model folder (default: the embedded model)")
-    p.add_argument("--out", help="folder for checkpoints (default: a temporary folder)")
+    p.add_argument(
+        "--out",
+        help="folder for checkpoints and stage records; a rerun into it resumes (default: a new temporary folder)",
+    )
     p.add_argument("--eval-envs", help="comma-separated held-out environments")
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ops.cli import main
-from trainer.learn_bench import LearnBenchConfig, default_trainer_config, is_eval_task, load_task_sets
+from trainer.learn_bench import LearnBenchConfig, default_trainer_config, load_task_sets
+from trainer.learn_tasks import is_eval_task
 
 
 def test_unknown_held_out_env_is_a_clear_error(
@@ -58,7 +59,7 @@ def test_synthesized_tasks_come_from_the_given_envs_only() -> None:
     import anyio
 
     from arena.env.registry import Registry
-    from trainer.learn_bench import synthesized_tasks
+    from trainer.learn_tasks import synthesized_tasks
 
     config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
     envs, _train, _held, train_names = load_task_sets(config, Registry())
@@ -84,7 +85,8 @@ async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
     from transformers import AutoTokenizer
 
     from arena.env.registry import Registry
-    from trainer.learn_bench import DEFAULT_EVAL_SYNTH_PER_ENV, synthesized_tasks, within_budget
+    from trainer.learn_bench import DEFAULT_EVAL_SYNTH_PER_ENV
+    from trainer.learn_tasks import synthesized_tasks, within_budget
     from trainer.sft import reference_messages, render_examples
     from trainer.tasks import prepare_tasks
 

@@ -1,0 +1,104 @@
+"""The learning benchmark's stage records: tied to the weights, atomic, and reused on a rerun."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import trainer.learn_bench as learn_bench
+from trainer.evaluate import EpisodeScore, EvalReport, summarize
+from trainer.learn_bench import LearnBenchConfig, default_trainer_config
+from trainer.metrics import TrainResult
+from trainer.stage_store import StageRecord, StageStore, evaluation_key, weights_signature
+
+
+def _policy(folder: Path, content: bytes = b"weights") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(content)
+    return folder
+
+
+def _report(passed: bool) -> EvalReport:
+    episode = EpisodeScore(
+        task="library/t",
+        env="library",
+        sample=0,
+        reward=float(passed),
+        passed=passed,
+        turns=2,
+        calls=1,
+        finish="answered",
+    )
+    summary = summarize([episode])
+    return EvalReport(overall=summary, per_env={"library": summary}, episodes=[episode], seconds=3.0)
+
+
+def test_a_record_is_reused_only_for_the_same_weights(tmp_path: Path) -> None:
+    policy = _policy(tmp_path / "policy")
+    store = StageStore(tmp_path / "stages")
+    record = StageRecord(
+        stage="sft", policy=str(policy), weights=weights_signature(policy), train_seconds=12.5, train_steps=3
+    )
+    record.eval, record.eval_key = _report(True), "k"
+    store.save(record)
+    assert store.load("sft", policy) == record
+    assert store.load("grpo", policy) is None
+    assert store.load("sft", _policy(tmp_path / "other")) is None  # another checkpoint folder
+
+    stat = (policy / "model.safetensors").stat()
+    os.utime(policy / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert store.load("sft", policy) is None  # retrained in place: the record no longer applies
+    with pytest.raises(ValueError, match=r"no \.safetensors"):
+        weights_signature(tmp_path / "stages")
+
+
+def test_an_unreadable_record_counts_as_absent(tmp_path: Path) -> None:
+    policy = _policy(tmp_path / "policy")
+    store = StageStore(tmp_path / "stages")
+    store.save(StageRecord(stage="base", policy=str(policy), weights=weights_signature(policy)))
+    (tmp_path / "stages" / "base.json").write_text('{"stage": "base", "policy": ')  # cut mid-write
+    assert store.load("base", policy) is None
+    assert not list((tmp_path / "stages").glob("*.tmp"))
+
+
+def test_evaluation_key_depends_on_tasks_and_settings_not_their_order() -> None:
+    key = evaluation_key(["a", "b"], {"samples": 1})
+    assert key == evaluation_key(["b", "a"], {"samples": 1})
+    assert key != evaluation_key(["a"], {"samples": 1})
+    assert key != evaluation_key(["a", "b"], {"samples": 2})
+
+
+@pytest.mark.anyio
+async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control flow only: the evaluation is a scripted stand-in that counts its calls."""
+    calls: list[Path] = []
+
+    async def scripted_evaluate_dir(policy_dir: Path, prepared: list, config: LearnBenchConfig) -> EvalReport:
+        calls.append(policy_dir)
+        return _report(len(calls) % 2 == 1)
+
+    monkeypatch.setattr(learn_bench, "_evaluate_dir", scripted_evaluate_dir)
+    policy = _policy(tmp_path / "sft" / "checkpoints" / "step-3")
+    store = StageStore(tmp_path / "stages")
+    config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
+    tasks = [SimpleNamespace(key="library/t")]
+    trained = TrainResult(round_id=0, phase="sft", policy_dir=policy, steps=3, seconds=40.0)
+    first = await learn_bench._stage("sft", policy, trained, tasks, config, store, print)
+    assert len(calls) == 1 and first.train_seconds == 40.0 and first.eval is not None
+
+    # The killed run's rerun: training returns the finished checkpoint at once (no step taken).
+    resumed = trained.model_copy(update={"steps": 0, "seconds": 0.1})
+    again = await learn_bench._stage("sft", policy, resumed, tasks, config, store, print)
+    assert len(calls) == 1, "a finished evaluation of the same weights is not run again"
+    assert again.report() == first.report()  # training figures of the run that trained
+
+    # Other evaluation settings: the same weights are evaluated again, training figures kept.
+    config2 = config.model_copy(update={"eval_samples": 2})
+    third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print)
+    assert len(calls) == 2 and third.train_seconds == 40.0
+    assert third.eval is not None and third.eval.overall.pass_rate.value == 0.0
