@@ -69,9 +69,9 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         tasks_per_step=2,
         # At 1,000–2,000 tokens of context decoding is bound by reading the KV cache, so a row
         # costs about as much in a batch of 8 as of 16: two groups per step, more steps.
-        # Measured on 2 CPU cores (README, Benchmarks): SFT about 29 min, these 6 GRPO steps
-        # 3–8 min each (33 min), and the evaluations 3 min for the base policy but 13–16 min once
-        # the policy makes calls, so the whole run exceeds the 60-minute target.
+        # Measured on 2 CPU cores (README, Benchmarks): SFT 29–34 min, these 6 GRPO steps 3–13 min
+        # each (33–46 min), and the evaluations 3 min for the base policy but 9–16 min once the
+        # policy makes calls, so the whole run (95–106 min) exceeds the 60-minute target.
         max_steps=2 if quick else 6,
         learning_rate=2e-5,
         system_prompt="compact",

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import sys
+from typing import Any
 
 import structlog
 
@@ -29,16 +31,27 @@ def _resident_bytes() -> int | None:
     return pages * resource.getpagesize()
 
 
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's `malloc_trim`, looked up once (`find_library` runs a subprocess); None without glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return None
+    # Not glibc (musl has no malloc_trim): nothing to trim.
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(libc_name).malloc_trim
+    return None
+
+
 def release_memory(reason: str) -> None:
     """Collect cycles and return free heap pages to the OS (glibc `malloc_trim`; a no-op elsewhere)."""
     before = _resident_bytes()
     collected = gc.collect()
-    if sys.platform.startswith("linux"):
-        libc_name = ctypes.util.find_library("c")
-        if libc_name:
-            # Not glibc (musl has no malloc_trim): nothing to trim.
-            with contextlib.suppress(OSError, AttributeError):
-                ctypes.CDLL(libc_name).malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
     after = _resident_bytes()
     log.info(
         "memory.released",

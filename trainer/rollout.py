@@ -39,6 +39,7 @@ from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.reward import Verdict
 from arena.tasks.verify import verify
 from trainer.config import TrainerConfig
+from trainer.memory import release_memory
 from trainer.metrics import RolloutStats
 from trainer.tasks import PreparedTask
 
@@ -143,6 +144,9 @@ class RolloutBridge:
             if was_training:
                 model.train()
         seconds = time.perf_counter() - started
+        # The batch's decode caches were freed into the heaps of the decoding threads: give them
+        # back before the backward pass allocates its own (see `release_memory`).
+        release_memory("grpo rollouts")
         pad_id = int(trainer.processing_class.pad_token_id or 0)
         return self.build_output(keys, results, pad_id=pad_id, seconds=seconds)
 

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from arena.episode.users import ScriptedUser
 from arena.protocols import UserContext
@@ -71,10 +72,13 @@ async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_
     from safetensors.torch import load_file
 
     seen: list[StepMetrics] = []
-    result = await train_round(
-        0, [letters_task()], embedded_model_path, tmp_path, tiny_config(), on_step=seen.append
-    )
+    with capture_logs() as logs:
+        result = await train_round(
+            0, [letters_task()], embedded_model_path, tmp_path, tiny_config(), on_step=seen.append
+        )
     assert result.steps == 1 and len(seen) == 1 and result.episodes == 4
+    # The freed heap goes back to the OS after every step, not only after the round.
+    assert any(e["event"] == "memory.released" and e["reason"] == "grpo step 1" for e in logs)
     # Per-task counts of the rollouts, for the curriculum.
     [outcome] = result.task_outcomes
     assert outcome.task == letters_task().full_id and outcome.episodes == 4
