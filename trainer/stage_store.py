@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from trainer.checkpoints import write_json
 from trainer.evaluate import EvalReport
 
 log = structlog.get_logger(__name__)
@@ -102,8 +102,4 @@ class StageStore:
 
     def save(self, record: StageRecord) -> None:
         """Write the record atomically (a kill mid-write leaves the previous one)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self._path(record.stage)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(record.model_dump_json(indent=1))
-        os.replace(tmp, path)
+        write_json(self._path(record.stage), record.model_dump(mode="json"))

@@ -15,9 +15,9 @@ from trainer.metrics import TrainResult
 from trainer.stage_store import StageRecord, StageStore, evaluation_key, weights_signature
 
 
-def _policy(folder: Path, content: bytes = b"weights") -> Path:
+def _policy(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model.safetensors").write_bytes(content)
+    (folder / "model.safetensors").write_bytes(b"weights")
     return folder
 
 
