@@ -70,21 +70,30 @@ class SqlCheck(_CheckBase):
 class AnswerCheck(_CheckBase):
     """Every `contains` value appears in the final answer and no `not_contains` value does.
 
-    Both sides are normalized first (case, whitespace, currency symbols, number formats); a value
-    that starts or ends with a digit only matches whole numbers (`"12"` does not match `"120"`).
+    A `contains` item may be a list of alternatives, one of which must appear (`["3", "third"]`):
+    a correct answer worded another way still passes. Both sides are normalized first (case,
+    whitespace, currency symbols, number formats); a value that starts or ends with a digit only
+    matches whole numbers (`"12"` does not match `"120"`).
     """
 
     kind: Literal["answer"] = "answer"
-    contains: list[str] = Field(default_factory=list)
+    contains: list[str | list[str]] = Field(default_factory=list)
     not_contains: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> AnswerCheck:
         if not self.contains and not self.not_contains:
             raise ValueError("an answer check needs `contains` or `not_contains` values")
-        if any(not v.strip() for v in [*self.contains, *self.not_contains]):
+        if any(isinstance(item, list) and not item for item in self.contains):
+            raise ValueError("an answer check's list of alternatives must not be empty")
+        expected = [v for group in self.expected_groups() for v in group]
+        if any(not v.strip() for v in [*expected, *self.not_contains]):
             raise ValueError("answer check values must not be blank")
         return self
+
+    def expected_groups(self) -> list[list[str]]:
+        """Each `contains` item as its alternatives (a plain value is a group of one)."""
+        return [[item] if isinstance(item, str) else list(item) for item in self.contains]
 
 
 class PythonCheck(_CheckBase):

@@ -174,12 +174,19 @@ def _run_sql(conn: sqlite3.Connection, check: SqlCheck) -> CheckResult:
     return CheckResult(kind="sql", name=check.label, passed=passed, detail=f"query returned {value!r}")
 
 
+def _describe_expected(group: list[str]) -> str:
+    """`'3'`, or `one of '3', 'third'` for a group of alternatives."""
+    if len(group) == 1:
+        return repr(group[0])
+    return "one of " + ", ".join(repr(v) for v in group)
+
+
 def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
-    missing = [v for v in check.contains if not contains_value(answer, v)]
+    missing = [g for g in check.expected_groups() if not any(contains_value(answer, v) for v in g)]
     present = [v for v in check.not_contains if contains_value(answer, v)]
     problems = []
     if missing:
-        problems.append("missing " + ", ".join(repr(v) for v in missing))
+        problems.append("missing " + ", ".join(_describe_expected(v) for v in missing))
     if present:
         problems.append("should not mention " + ", ".join(repr(v) for v in present))
     if not answer.strip():

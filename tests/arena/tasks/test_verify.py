@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from arena.env.runtime import Environment
-from arena.tasks.model import PythonCheck, SqlCheck, StateMatchCheck, Task
+from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.replay import reference_state
 from arena.tasks.reward import RewardConfig
 from arena.tasks.verify import compare_states, must_sandbox, verify
@@ -158,6 +158,29 @@ async def test_python_check_failures_are_details(play, bank_env, bank_tasks) -> 
     assert details["raises"] == (False, "check raised ZeroDivisionError: division by zero")
     assert details["not bool"][0] is False and "not bool" in details["not bool"][1]
     assert details["reads answer"][0] is True
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed", "detail"),
+    [
+        ("You are number 3 in the queue.", True, "answer has the expected values"),
+        ("You're third in the queue.", True, "answer has the expected values"),
+        ("You're third in line.", False, "missing 'queue'"),  # a plain value stays required
+        ("You are 13th in the queue.", False, "missing one of '3', 'third'"),
+    ],
+)
+async def test_answer_check_alternatives(play, bank_env, bank_tasks, answer, passed, detail) -> None:
+    base = bank_tasks["checking-balance"]
+    check = AnswerCheck(name="queue place", contains=[["3", "third"], "queue"])
+    verdict = await _verify(play, bank_env, base.model_copy(update={"checks": [check]}), [], answer)
+    assert (verdict.checks[0].passed, verdict.checks[0].detail) == (passed, detail)
+
+
+def test_answer_check_rejects_empty_alternatives() -> None:
+    with pytest.raises(ValueError, match="list of alternatives must not be empty"):
+        AnswerCheck(contains=[[]])
+    with pytest.raises(ValueError, match="must not be blank"):
+        AnswerCheck(contains=[["3", " "]])
 
 
 async def test_python_check_of_synthesized_task_needs_sandbox(
