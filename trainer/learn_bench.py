@@ -193,7 +193,7 @@ def _eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:
         "tool_subset": cfg.tool_subset,
         "rollout_dtype": cfg.rollout_dtype,
     }
-    return evaluation_key([p.key for p in prepared], settings)
+    return evaluation_key([p.fingerprint for p in prepared], settings)
 
 
 async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:

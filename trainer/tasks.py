@@ -8,6 +8,8 @@ GRPO rollouts, the SFT warm-up and the learning benchmark all use the same promp
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -36,6 +38,22 @@ class PreparedTask:
     def key(self) -> str:
         """`ENV/ID`, unique across environments."""
         return self.task.full_id
+
+    @property
+    def fingerprint(self) -> str:
+        """`ENV/ID@digest` of everything an episode of it depends on: the task (instruction,
+        reference, checks), the system prompt and the tools shown. An edited check or tool
+        description gives another fingerprint, so a stored evaluation of the old one is not reused.
+        """
+        body = json.dumps(
+            {
+                "task": self.task.model_dump(mode="json"),
+                "system_prompt": self.system_prompt,
+                "tools": [t.openai() for t in self.env.tool_specs],
+            },
+            sort_keys=True,
+        )
+        return f"{self.key}@{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
 class UnknownEnvironment(ValueError):

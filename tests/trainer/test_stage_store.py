@@ -86,7 +86,7 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     policy = _policy(tmp_path / "sft" / "checkpoints" / "step-3")
     store = StageStore(tmp_path / "stages")
     config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
-    tasks = [SimpleNamespace(key="library/t")]
+    tasks = [SimpleNamespace(key="library/t", fingerprint="library/t@1")]
     trained = TrainResult(round_id=0, phase="sft", policy_dir=policy, steps=3, seconds=40.0)
     first = await learn_bench._stage("sft", policy, trained, tasks, config, store, print)
     assert len(calls) == 1 and first.train_seconds == 40.0 and first.eval is not None
@@ -102,3 +102,34 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print)
     assert len(calls) == 2 and third.train_seconds == 40.0
     assert third.eval is not None and third.eval.overall.pass_rate.value == 0.0
+
+    # An edited task (a check, the prompt or a tool description): evaluated again as well.
+    edited = [SimpleNamespace(key="library/t", fingerprint="library/t@2")]
+    await learn_bench._stage("sft", policy, resumed, edited, config2, store, print)
+    assert len(calls) == 3
+
+
+@pytest.mark.anyio
+async def test_a_task_fingerprint_changes_with_what_the_policy_sees_and_is_checked_by() -> None:
+    from arena.env.registry import Registry
+    from arena.tasks.model import AnswerCheck
+    from arena.tasks.toml_io import load_tasks
+    from trainer.tasks import prepare_tasks
+
+    env = Registry().get("library")
+    task = next(
+        t for t in load_tasks(env.path, env.name, tools=env.tools) if t.id == "hold-fourth-wing-home-branch"
+    )
+    edited = task.model_copy(update={"checks": [*task.checks[:-1], AnswerCheck(contains=["3"])]})
+    renamed = edited.model_copy(update={"id": "renamed"})
+
+    async def fingerprints(tasks: list, **view: object) -> list[str]:
+        prepared, _ = await prepare_tasks(tasks, {"library": env}, **view)
+        return [p.fingerprint for p in prepared]
+
+    [plain], [other_check] = await fingerprints([task]), await fingerprints([edited])
+    assert plain.startswith("library/hold-fourth-wing-home-branch@") and plain != other_check
+    assert await fingerprints([task.model_copy()]) == [plain]  # deterministic
+    assert (await fingerprints([task], system_prompt="compact"))[0] != plain
+    assert (await fingerprints([task], tool_subset=0))[0] != plain
+    assert (await fingerprints([renamed]))[0].startswith("library/renamed@")
