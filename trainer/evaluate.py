@@ -67,6 +67,7 @@ class EvalReport(BaseModel):
     per_env: dict[str, EvalSummary]
     episodes: list[EpisodeScore]
     seconds: float
+    peak_rss_mb: int | None = None  # the process's resident peak while evaluating, where measured
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> Interval:

@@ -29,7 +29,7 @@ from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
 from trainer.learn_tasks import is_eval_task, synthesized_tasks, within_budget
-from trainer.memory import release_memory
+from trainer.memory import release_memory, track_peak_rss
 from trainer.metrics import TrainResult
 from trainer.precision import rollout_dtype
 from trainer.sft import sft_warmup
@@ -201,14 +201,18 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
 
     # Evaluated in the dtype the rollouts sample in (bfloat16 where native): the same for every stage.
     dtype = rollout_dtype(config.trainer.rollout_dtype, "cpu")
-    model, tokenizer = await anyio.to_thread.run_sync(functools.partial(load_policy, policy_dir, dtype=dtype))
-    model.eval()
-    chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
-    try:
-        return await evaluate(chat, prepared, _eval_config(config), samples=config.eval_samples)
-    finally:
-        del chat, model
-        release_memory(f"evaluated {policy_dir.name}")
+    async with track_peak_rss() as peak:
+        model, tokenizer = await anyio.to_thread.run_sync(
+            functools.partial(load_policy, policy_dir, dtype=dtype)
+        )
+        model.eval()
+        chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
+        try:
+            report = await evaluate(chat, prepared, _eval_config(config), samples=config.eval_samples)
+        finally:
+            del chat, model
+    release_memory(f"evaluated {policy_dir.name}")
+    return report.model_copy(update={"peak_rss_mb": peak.mb})
 
 
 async def _stage(
@@ -219,6 +223,8 @@ async def _stage(
     config: LearnBenchConfig,
     store: StageStore,
     say: Callable[[str], None],
+    *,
+    train_peak_rss_mb: int | None = None,
 ) -> StageRecord:
     """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished."""
     record = store.load(stage, policy_dir)
@@ -226,6 +232,7 @@ async def _stage(
         record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
         if trained is not None:
             record.train_seconds, record.train_steps = trained.seconds, trained.steps
+            record.train_peak_rss_mb = train_peak_rss_mb
             record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
         store.save(record)
     key = _eval_key(prepared, config)
@@ -288,24 +295,30 @@ async def run_learn_bench(
     base = await _stage("base", base_dir, None, eval_prepared, config, store, say)
     say(f"base pass rate {base.report().eval.overall.pass_rate.value:.2f}; SFT warm-up")
 
-    sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
+    async with track_peak_rss() as sft_peak:
+        sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
     release_memory("SFT warm-up done")
-    sft_stage = await _stage("sft", sft.policy_dir, sft, eval_prepared, config, store, say)
+    sft_stage = await _stage(
+        "sft", sft.policy_dir, sft, eval_prepared, config, store, say, train_peak_rss_mb=sft_peak.mb
+    )
     say(f"SFT pass rate {sft_stage.report().eval.overall.pass_rate.value:.2f}; GRPO")
 
-    grpo = await train_round(
-        1,
-        train_tasks,
-        sft.policy_dir,
-        out_dir / "grpo",
-        cfg,
-        envs=envs,
-        on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
-    )
+    async with track_peak_rss() as grpo_peak:
+        grpo = await train_round(
+            1,
+            train_tasks,
+            sft.policy_dir,
+            out_dir / "grpo",
+            cfg,
+            envs=envs,
+            on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
+        )
     release_memory("GRPO round done")
     if grpo.resumed_from_step:
         notes.append(f"GRPO resumed from step {grpo.resumed_from_step} (its time covers this run only)")
-    grpo_stage = await _stage("grpo", grpo.policy_dir, grpo, eval_prepared, config, store, say)
+    grpo_stage = await _stage(
+        "grpo", grpo.policy_dir, grpo, eval_prepared, config, store, say, train_peak_rss_mb=grpo_peak.mb
+    )
     if grpo_stage.groups:
         notes.append(
             f"GRPO: {grpo_stage.zero_variance_groups}/{grpo_stage.groups} groups had zero reward"

@@ -1,4 +1,5 @@
-"""Giving memory back between the heavy phases (training, evaluation) of one long process.
+"""Giving memory back between the heavy phases (training, evaluation) of one long process, and
+measuring what a phase took at its peak.
 
 A GRPO round leaves reference cycles behind (the TRL trainer, its callbacks, the rollout model),
 and CPU PyTorch frees tensors into glibc's heap, which keeps the pages. Without both steps a learn
@@ -13,14 +14,17 @@ import ctypes.util
 import functools
 import gc
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import structlog
 
 log = structlog.get_logger(__name__)
 
 
-def _resident_bytes() -> int | None:
+def resident_bytes() -> int | None:
+    """The resident set size of this process (None where /proc is not available)."""
     try:
         with open("/proc/self/statm", encoding="ascii") as f:
             pages = int(f.read().split()[1])
@@ -47,12 +51,12 @@ def _malloc_trim() -> Any:
 
 def release_memory(reason: str) -> None:
     """Collect cycles and return free heap pages to the OS (glibc `malloc_trim`; a no-op elsewhere)."""
-    before = _resident_bytes()
+    before = resident_bytes()
     collected = gc.collect()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
-    after = _resident_bytes()
+    after = resident_bytes()
     log.info(
         "memory.released",
         reason=reason,
@@ -60,3 +64,43 @@ def release_memory(reason: str) -> None:
         rss_mb_before=None if before is None else before >> 20,
         rss_mb_after=None if after is None else after >> 20,
     )
+
+
+class PeakRss:
+    """The largest resident set size seen while a `track_peak_rss` block ran."""
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None
+
+    def observe(self) -> None:
+        now = resident_bytes()
+        if now is not None and (self.bytes is None or now > self.bytes):
+            self.bytes = now
+
+    @property
+    def mb(self) -> int | None:
+        """The peak in MiB (None when it could not be read)."""
+        return None if self.bytes is None else self.bytes >> 20
+
+
+@contextlib.asynccontextmanager
+async def track_peak_rss(interval_s: float = 1.0) -> AsyncIterator[PeakRss]:
+    """Sample this process's resident memory every `interval_s` while the block runs.
+
+    The phases it measures do their heavy work in worker threads, so the event loop is free to
+    sample. A peak shorter than the interval can be missed: the figure is a lower bound.
+    """
+    peak = PeakRss()
+
+    async def sample() -> None:
+        while True:
+            peak.observe()
+            await anyio.sleep(interval_s)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(sample)
+        try:
+            yield peak
+        finally:
+            peak.observe()
+            group.cancel_scope.cancel()

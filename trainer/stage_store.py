@@ -31,6 +31,7 @@ class StageReport(BaseModel):
     eval: EvalReport
     train_seconds: float = 0.0
     train_steps: int = 0
+    train_peak_rss_mb: int | None = None  # the process's resident peak while training
 
 
 class StageRecord(BaseModel):
@@ -41,6 +42,7 @@ class StageRecord(BaseModel):
     weights: str  # `weights_signature` of the policy folder
     train_seconds: float = 0.0
     train_steps: int = 0
+    train_peak_rss_mb: int | None = None
     groups: int = 0  # GRPO groups trained on
     zero_variance_groups: int = 0
     eval_key: str | None = None  # `evaluation_key` the evaluation was made under
@@ -56,6 +58,7 @@ class StageRecord(BaseModel):
             eval=self.eval,
             train_seconds=self.train_seconds,
             train_steps=self.train_steps,
+            train_peak_rss_mb=self.train_peak_rss_mb,
         )
 
 

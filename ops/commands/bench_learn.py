@@ -23,6 +23,10 @@ def _pct(i: dict[str, float]) -> str:
     return f"{100 * i['value']:5.1f}% [{100 * i['low']:5.1f}, {100 * i['high']:5.1f}]"
 
 
+def _mb(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1024:.1f} GiB"
+
+
 def cmd_bench_learn(args: argparse.Namespace) -> int:
     """Run the benchmark and print its report."""
     quiet_logs()
@@ -96,7 +100,8 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         overall = stage["eval"]["overall"]
         print(
             f"{stage['stage']:>5}: pass {_pct(overall['pass_rate'])}  reward {_pct(overall['reward'])}  "
-            f"train {stage['train_seconds']:.0f}s, eval {stage['eval']['seconds']:.0f}s"
+            f"train {stage['train_seconds']:.0f}s, eval {stage['eval']['seconds']:.0f}s; "
+            f"peak memory train {_mb(stage.get('train_peak_rss_mb'))}, eval {_mb(stage['eval'].get('peak_rss_mb'))}"
         )
     for stage_name, sources in data["per_source_pass_rate"].items():
         parts = ", ".join(f"{source} {_pct(rate)}" for source, rate in sources.items())

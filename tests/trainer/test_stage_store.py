@@ -88,8 +88,11 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
     tasks = [SimpleNamespace(key="library/t", fingerprint="library/t@1")]
     trained = TrainResult(round_id=0, phase="sft", policy_dir=policy, steps=3, seconds=40.0)
-    first = await learn_bench._stage("sft", policy, trained, tasks, config, store, print)
+    first = await learn_bench._stage(
+        "sft", policy, trained, tasks, config, store, print, train_peak_rss_mb=900
+    )
     assert len(calls) == 1 and first.train_seconds == 40.0 and first.eval is not None
+    assert first.report().train_peak_rss_mb == 900
 
     # The killed run's rerun: training returns the finished checkpoint at once (no step taken).
     resumed = trained.model_copy(update={"steps": 0, "seconds": 0.1})
@@ -100,7 +103,7 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     # Other evaluation settings: the same weights are evaluated again, training figures kept.
     config2 = config.model_copy(update={"eval_samples": 2})
     third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print)
-    assert len(calls) == 2 and third.train_seconds == 40.0
+    assert len(calls) == 2 and third.train_seconds == 40.0 and third.train_peak_rss_mb == 900
     assert third.eval is not None and third.eval.overall.pass_rate.value == 0.0
 
     # An edited task (a check, the prompt or a tool description): evaluated again as well.
