@@ -13,7 +13,6 @@ import ctypes
 import ctypes.util
 import functools
 import gc
-import os
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,50 +35,25 @@ def resident_bytes() -> int | None:
     return pages * resource.getpagesize()
 
 
-# glibc's `mallopt` parameter for the number of malloc arenas (malloc.h: M_ARENA_MAX).
-M_ARENA_MAX = -8
-# Arenas for Arena's processes: the model work runs in a few worker threads at a time.
-DEFAULT_MALLOC_ARENAS = 2
-
-
 @functools.cache
-def _glibc(name: str) -> Any:
-    """A glibc function, looked up once (`find_library` runs a subprocess); None without glibc."""
+def _malloc_trim() -> Any:
+    """glibc's `malloc_trim`, looked up once (`find_library` runs a subprocess); None without glibc."""
     if not sys.platform.startswith("linux"):
         return None
     libc_name = ctypes.util.find_library("c")
     if not libc_name:
         return None
-    # Not glibc (musl has no malloc_trim or M_ARENA_MAX): nothing to do.
+    # Not glibc (musl has no malloc_trim): nothing to trim.
     with contextlib.suppress(OSError, AttributeError):
-        return getattr(ctypes.CDLL(libc_name), name)
+        return ctypes.CDLL(libc_name).malloc_trim
     return None
-
-
-def limit_malloc_arenas(arenas: int = DEFAULT_MALLOC_ARENAS) -> bool:
-    """Cap glibc's malloc arenas for this process; True when the cap was set.
-
-    glibc gives each new thread that allocates its own arena, up to 8 per core, and every arena
-    keeps the pages of its own peak. Model work hops between anyio's worker threads (a decode
-    batch here, a training step there), so freed-but-kept memory adds up across arenas. Call it
-    first thing, before worker threads exist; an operator's `MALLOC_ARENA_MAX` (read by glibc at
-    start-up) is left as it is.
-    """
-    if arenas < 1:
-        raise ValueError(f"arenas must be at least 1, got {arenas}")
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    mallopt = _glibc("mallopt")
-    if mallopt is None:
-        return False
-    return bool(mallopt(M_ARENA_MAX, arenas))
 
 
 def release_memory(reason: str) -> None:
     """Collect cycles and return free heap pages to the OS (glibc `malloc_trim`; a no-op elsewhere)."""
     before = resident_bytes()
     collected = gc.collect()
-    trim = _glibc("malloc_trim")
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
     after = resident_bytes()
