@@ -211,7 +211,7 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
             report = await evaluate(chat, prepared, _eval_config(config), samples=config.eval_samples)
         finally:
             del chat, model
-    release_memory(f"evaluated {policy_dir.name}")
+            release_memory(f"evaluated {policy_dir.name}")
     return report.model_copy(update={"peak_rss_mb": peak.mb})
 
 
