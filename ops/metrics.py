@@ -109,6 +109,11 @@ class Metrics:
             "GRPO groups dropped for zero reward variance.",
             registry=r,
         )
+        self.grpo_resampled = Counter(
+            "arena_grpo_resampled_groups_total",
+            "GRPO groups without reward variance replaced by another task's group (dynamic sampling).",
+            registry=r,
+        )
         self.tokens = Counter("arena_tokens_total", "Tokens generated, by model role.", ["role"], registry=r)
         self.tokens_per_second = Gauge(
             "arena_tokens_per_second", "Generation throughput, by model role.", ["role"], registry=r

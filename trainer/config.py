@@ -91,6 +91,10 @@ class TrainerConfig(BaseModel):
     loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo"] = "dapo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
     drop_zero_variance: bool = True  # mask groups whose rewards are all equal (no signal)
+    # DAPO dynamic sampling: up to this many extra sampling passes per step replace the groups whose
+    # rewards were all equal by groups of tasks not yet drawn this step, so fewer steps are spent on
+    # groups without signal (each pass costs a rollout of the groups it replaces).
+    dynamic_sampling_passes: int = Field(default=1, ge=0, le=16)
     max_grad_norm: float = Field(default=1.0, gt=0.0)
     # Sequences per forward/backward pass: a step's G × tasks_per_step completions are split into
     # micro-batches (gradient accumulation, one generation per optimizer step), which bounds memory.

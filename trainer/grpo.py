@@ -222,6 +222,7 @@ def _callback(run: _Run) -> Any:
                 episode_length=stats.mean_turns,
                 episode_tokens=stats.mean_policy_tokens,
                 zero_variance_fraction=stats.zero_variance_fraction,
+                resampled_groups=stats.resampled_groups,
                 seconds=time.perf_counter() - run.step_started,
             )
             run.metrics.append(metrics)
@@ -372,6 +373,7 @@ async def train_round(
         reward_mean=sum(rewards) / episodes if episodes else None,
         pass_rate=sum(s.pass_rate * s.episodes for s in history) / episodes if episodes else None,
         zero_variance_groups=sum(s.zero_variance_groups for s in history),
+        resampled_groups=sum(s.resampled_groups for s in history),
         groups=sum(s.groups for s in history),
         episodes=episodes,
         skipped=len(skipped),

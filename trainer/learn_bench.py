@@ -234,6 +234,7 @@ async def _stage(
             record.train_seconds, record.train_steps = trained.seconds, trained.steps
             record.train_peak_rss_mb = train_peak_rss_mb
             record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
+            record.resampled_groups = trained.resampled_groups
         store.save(record)
     key = _eval_key(prepared, config)
     if record.eval is not None and record.eval_key == key:
@@ -321,8 +322,8 @@ async def run_learn_bench(
     )
     if grpo_stage.groups:
         notes.append(
-            f"GRPO: {grpo_stage.zero_variance_groups}/{grpo_stage.groups} groups had zero reward"
-            " variance (dropped)"
+            f"GRPO: {grpo_stage.zero_variance_groups}/{grpo_stage.groups} trained groups had zero reward"
+            f" variance (dropped); {grpo_stage.resampled_groups} flat groups were replaced by dynamic sampling"
         )
     stages = [record.report() for record in (base, sft_stage, grpo_stage)]
 

@@ -20,6 +20,8 @@ class RolloutStats(BaseModel):
     episodes: int = 0
     groups: int = 0
     zero_variance_groups: int = 0  # groups whose rewards were all equal (dropped from the loss)
+    resampled_groups: int = 0  # zero-variance groups replaced by another task's group (dynamic sampling)
+    discarded_episodes: int = 0  # episodes run but not trained on (replaced, or resampled without signal)
     reward_mean: float = 0.0
     reward_std: float = 0.0
     pass_rate: float = 0.0
@@ -55,6 +57,7 @@ class StepMetrics(BaseModel):
     episode_length: float | None = None  # mean policy turns per episode
     episode_tokens: float | None = None  # mean sampled tokens per episode
     zero_variance_fraction: float | None = None
+    resampled_groups: int | None = None  # groups replaced by dynamic sampling
     seconds: float = 0.0  # wall time of the step (rollouts included)
 
     def finite(self) -> bool:
@@ -94,6 +97,7 @@ class TrainResult(BaseModel):
     reward_mean: float | None = None  # over all rollouts of the call
     pass_rate: float | None = None
     zero_variance_groups: int = 0
+    resampled_groups: int = 0
     groups: int = 0
     episodes: int = 0
     examples: int = 0  # SFT: trajectories trained on

@@ -13,9 +13,13 @@ returns, per entry, the first token chain of the episode:
 - `logprobs`: the sampling logprobs (0.0 where not sampled);
 - `reward`: the verifier's reward, forwarded to `reward_from_rollout`.
 
-A group whose rewards are all equal carries no GRPO signal; with `drop_zero_variance` its
-`env_mask` is zeroed, which removes it from the loss *and* from the token normaliser (it is
-counted in `RolloutStats.zero_variance_groups`). When the chat template re-rendered an earlier
+A group whose rewards are all equal carries no GRPO signal. With `dynamic_sampling_passes` (DAPO's
+dynamic sampling) the bridge first rolls out groups of tasks not yet drawn this step and puts each
+one that has signal in the place of a flat group: TRL trains on the ids the bridge returns and
+normalises advantages per block of G, so the substitute is trained exactly like a drawn group.
+A group still flat after that, with `drop_zero_variance`, gets a zeroed `env_mask`, which removes
+it from the loss *and* from the token normaliser (it is counted in
+`RolloutStats.zero_variance_groups`). When the chat template re-rendered an earlier
 turn differently (a `ChainBreak`), the turns after the break are not trained: only the first chain
 is exactly what the model saw as one sequence.
 """
@@ -23,10 +27,12 @@ is exactly what the model saw as one sequence.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -104,6 +110,31 @@ def training_sample(
     return chain.prompt_ids(), chain.completion_ids(), chain.mask(), chain.logprobs()
 
 
+Episode = tuple[Transcript, Verdict]
+
+
+def has_signal(rewards: Sequence[float]) -> bool:
+    """Whether a group's rewards differ (GRPO's advantages are all zero otherwise)."""
+    return bool(rewards) and max(rewards) - min(rewards) >= 1e-9
+
+
+def _groups(keys: Sequence[str]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        groups[key].append(i)
+    return groups
+
+
+@dataclass
+class SampledBatch:
+    """A step's episodes after dynamic sampling: one per slot, and what it cost beyond them."""
+
+    keys: list[str]  # the task of each slot (a replaced group's slots name its substitute)
+    episodes: list[Episode]
+    extra: list[tuple[str, Transcript, Verdict]] = field(default_factory=list)  # run, not trained on
+    resampled_groups: int = 0
+
+
 class RolloutBridge:
     """The `rollout_func` for TRL: runs and verifies the episodes of each generation batch."""
 
@@ -138,8 +169,9 @@ class RolloutBridge:
         was_training = model.training
         model.eval()  # rollouts sample from the current weights without dropout or checkpointing
         started = time.perf_counter()
+        step = int(getattr(trainer.state, "global_step", 0))
         try:
-            results = anyio.from_thread.run(self.rollout, keys)
+            batch = anyio.from_thread.run(self.sample, keys, step)
         finally:
             if was_training:
                 model.train()
@@ -148,7 +180,52 @@ class RolloutBridge:
         # back before the backward pass allocates its own (see `release_memory`).
         release_memory("grpo rollouts")
         pad_id = int(trainer.processing_class.pad_token_id or 0)
-        return self.build_output(keys, results, pad_id=pad_id, seconds=seconds)
+        return self.build_output(batch.keys, batch.episodes, pad_id=pad_id, seconds=seconds, batch=batch)
+
+    async def sample(self, keys: list[str], step: int, policy: ChatModel | None = None) -> SampledBatch:
+        """The step's episodes, its flat groups replaced where a fresh task's group has signal.
+
+        Substitutes are drawn, without replacement, from the prepared tasks not in this step's
+        batch (seeded by `config.seed` and the step: reruns draw alike); each pass rolls out one
+        substitute per group still flat, all concurrently.
+        """
+        keys = list(keys)
+        episodes = await self.rollout(keys, policy)
+        batch = SampledBatch(keys=keys, episodes=episodes)
+        rng = random.Random(f"{self.config.seed}:{step}")
+        drawn = set(keys)
+        for _ in range(self.config.dynamic_sampling_passes):
+            flat = [
+                members
+                for members in _groups(batch.keys).values()
+                if not has_signal([float(batch.episodes[i][1].reward) for i in members])
+            ]
+            pool = sorted(k for k in self.tasks if k not in drawn)
+            if not flat or not pool:
+                break
+            picks = rng.sample(pool, min(len(flat), len(pool)))
+            drawn.update(picks)
+            targets = list(zip(picks, flat[: len(picks)], strict=True))
+            fresh = await self.rollout([key for key, members in targets for _ in members])
+            start = 0
+            for key, members in targets:
+                group = fresh[start : start + len(members)]
+                start += len(members)
+                if has_signal([float(v.reward) for _, v in group]):
+                    batch.extra += [(batch.keys[i], *batch.episodes[i]) for i in members]
+                    for i, episode in zip(members, group, strict=True):
+                        batch.keys[i], batch.episodes[i] = key, episode
+                    batch.resampled_groups += 1
+                else:
+                    batch.extra += [(key, *episode) for episode in group]
+        if batch.resampled_groups or batch.extra:
+            log.info(
+                "grpo.dynamic_sampling",
+                step=step,
+                resampled_groups=batch.resampled_groups,
+                discarded_episodes=len(batch.extra),
+            )
+        return batch
 
     async def rollout(
         self, keys: list[str], policy: ChatModel | None = None
@@ -172,9 +249,19 @@ class RolloutBridge:
         return [r for r in results if r is not None]
 
     def build_output(
-        self, keys: list[str], results: list[tuple[Transcript, Verdict]], *, pad_id: int, seconds: float
+        self,
+        keys: list[str],
+        results: list[Episode],
+        *,
+        pad_id: int,
+        seconds: float,
+        batch: SampledBatch | None = None,
     ) -> dict[str, list[Any]]:
-        """TRL's rollout dictionary from the episodes (one per key, in order), zero-variance groups masked."""
+        """TRL's rollout dictionary from the episodes (one per key, in order), zero-variance groups masked.
+
+        `batch` (from `sample`) adds what dynamic sampling did to the stats; its discarded
+        episodes reach `on_rollout` too (the per-task outcomes count every episode run).
+        """
         prompt_ids, completion_ids, env_mask, logprobs, rewards = [], [], [], [], []
         breaks = 0
         for transcript, verdict in results:
@@ -185,13 +272,10 @@ class RolloutBridge:
             logprobs.append(lp)
             rewards.append(float(verdict.reward))
             breaks += bool(transcript.chain_breaks)
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, key in enumerate(keys):
-            groups[key].append(i)
+        groups = _groups(keys)
         zero = 0
         for members in groups.values():
-            values = [rewards[i] for i in members]
-            if max(values) - min(values) < 1e-9:
+            if not has_signal([rewards[i] for i in members]):
                 zero += 1
                 if self.config.drop_zero_variance:
                     for i in members:
@@ -201,6 +285,8 @@ class RolloutBridge:
             episodes=len(results),
             groups=len(groups),
             zero_variance_groups=zero,
+            resampled_groups=batch.resampled_groups if batch is not None else 0,
+            discarded_episodes=len(batch.extra) if batch is not None else 0,
             reward_mean=statistics.fmean(rewards) if rewards else 0.0,
             reward_std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
             pass_rate=statistics.fmean(v.passed for _, v in results) if results else 0.0,
@@ -217,13 +303,15 @@ class RolloutBridge:
             episodes=stats.episodes,
             groups=stats.groups,
             zero_variance=zero,
+            resampled=stats.resampled_groups,
             reward_mean=round(stats.reward_mean, 3),
             pass_rate=round(stats.pass_rate, 3),
             seconds=round(seconds, 1),
             chain_breaks=breaks,
         )
         if self.on_rollout is not None:
-            self.on_rollout(stats, [(k, t, v) for k, (t, v) in zip(keys, results, strict=True)])
+            extra = batch.extra if batch is not None else []
+            self.on_rollout(stats, [*((k, t, v) for k, (t, v) in zip(keys, results, strict=True)), *extra])
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,

@@ -23,28 +23,29 @@ from trainer.evaluate import EvalReport
 log = structlog.get_logger(__name__)
 
 
-class StageReport(BaseModel):
-    """One evaluated policy."""
+class StageTraining(BaseModel):
+    """A stage's policy and what training it took (none for the base model)."""
 
     stage: str
     policy: str
-    eval: EvalReport
     train_seconds: float = 0.0
     train_steps: int = 0
     train_peak_rss_mb: int | None = None  # the process's resident peak while training
 
 
-class StageRecord(BaseModel):
+class StageReport(StageTraining):
+    """One evaluated policy."""
+
+    eval: EvalReport
+
+
+class StageRecord(StageTraining):
     """What a stage left on disk: its policy, training figures and, once done, its evaluation."""
 
-    stage: str
-    policy: str
     weights: str  # `weights_signature` of the policy folder
-    train_seconds: float = 0.0
-    train_steps: int = 0
-    train_peak_rss_mb: int | None = None
     groups: int = 0  # GRPO groups trained on
     zero_variance_groups: int = 0
+    resampled_groups: int = 0  # flat groups replaced by dynamic sampling
     eval_key: str | None = None  # `evaluation_key` the evaluation was made under
     eval: EvalReport | None = None
 
@@ -52,14 +53,7 @@ class StageRecord(BaseModel):
         """The stage as the benchmark reports it (only once evaluated)."""
         if self.eval is None:
             raise ValueError(f"stage {self.stage!r} has not been evaluated")
-        return StageReport(
-            stage=self.stage,
-            policy=self.policy,
-            eval=self.eval,
-            train_seconds=self.train_seconds,
-            train_steps=self.train_steps,
-            train_peak_rss_mb=self.train_peak_rss_mb,
-        )
+        return StageReport(**self.model_dump(include=set(StageTraining.model_fields)), eval=self.eval)
 
 
 def weights_signature(policy_dir: Path) -> str:

@@ -108,6 +108,7 @@ class TrainPhase(BasePhase):
             )
         release_memory("training phase done")  # the evaluation of the next round loads models anew
         ctx.metrics.grpo_zero_variance.inc(grpo.zero_variance_groups)
+        ctx.metrics.grpo_resampled.inc(grpo.resampled_groups)
         log.info(
             "train.done",
             steps=grpo.total_steps,

@@ -10,9 +10,10 @@ from structlog.testing import capture_logs
 
 from arena.episode.users import ScriptedUser
 from arena.protocols import UserContext
+from arena.tasks.model import AnswerCheck
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics
-from trainer.rollout import RolloutBridge
+from trainer.rollout import RolloutBridge, has_signal
 from trainer.tasks import prepare_tasks
 
 from .tiny import letters_task, tiny_config
@@ -67,6 +68,31 @@ async def test_env_mask_covers_exactly_the_policy_tokens(embedded_model_path: Pa
 
 
 @pytest.mark.anyio
+async def test_dynamic_sampling_swaps_a_flat_group_for_one_with_signal(embedded_model_path: Path) -> None:
+    """Real episodes: a task no answer can pass (a flat group of zeros) gives way to a letters task."""
+    from simulate.local import LocalChatModel
+
+    chat = LocalChatModel.load(embedded_model_path, device="cpu")
+    never = letters_task("never").model_copy(
+        update={"checks": [AnswerCheck(name="impossible", contains=["qzxjvk"])]}
+    )
+    tasks = [never, *(letters_task(f"letters-{i}") for i in range(3))]
+    prepared, _ = await prepare_tasks(tasks, system_prompt="compact", tool_subset=0)
+    bridge = RolloutBridge(prepared, tiny_config(dynamic_sampling_passes=3), policy_factory=lambda _t: chat)
+    flat = prepared[0].key
+    batch = await bridge.sample([flat] * 4, step=0, policy=chat)
+    assert batch.resampled_groups == 1
+    assert len(set(batch.keys)) == 1 and batch.keys[0] != flat
+    assert has_signal([float(v.reward) for _, v in batch.episodes])
+    # The flat group's episodes ran and scored 0: kept aside, not trained on.
+    never_runs = [v for key, _, v in batch.extra if key == flat]
+    assert len(never_runs) == 4 and all(v.reward == 0 for v in never_runs)
+    out = bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    assert all(sum(mask) > 0 for mask in out["env_mask"])
+    assert bridge.history[-1].zero_variance_groups == 0
+
+
+@pytest.mark.anyio
 async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_path: Path) -> None:
     import torch
     from safetensors.torch import load_file
@@ -93,3 +119,31 @@ async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_
     assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
     lineage = (result.policy_dir / "lineage.json").read_text()
     assert '"phase": "grpo"' in lineage and str(embedded_model_path) in lineage
+
+
+@pytest.mark.anyio
+async def test_a_round_trains_the_substitute_of_a_flat_group(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """Two steps over two tasks: TRL draws each once, and the step that drew the flat one trains
+    a substitute group instead (the ids TRL trains on come from the bridge, not from its prompts)."""
+    never = letters_task("never").model_copy(
+        update={"checks": [AnswerCheck(name="impossible", contains=["qzxjvk"])]}
+    )
+    seen: list[StepMetrics] = []
+    result = await train_round(
+        0,
+        [never, letters_task()],
+        embedded_model_path,
+        tmp_path,
+        tiny_config(max_steps=2, dynamic_sampling_passes=1),
+        on_step=seen.append,
+    )
+    assert result.steps == 2 and result.episodes == 8
+    assert result.resampled_groups == 1 and [m.resampled_groups for m in seen].count(1) == 1
+    assert result.zero_variance_groups == 0, "a letters group scored alike (rare)"
+    assert all(m.finite() and m.zero_variance_fraction == 0.0 for m in seen)
+    # The curriculum still hears about the flat task's episodes (run, scored, not trained on).
+    outcomes = {o.task: o for o in result.task_outcomes}
+    assert outcomes[never.full_id].episodes == 4 and outcomes[never.full_id].passed == 0
+    assert outcomes[letters_task().full_id].episodes == 8

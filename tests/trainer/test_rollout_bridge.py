@@ -42,10 +42,34 @@ def verdict(reward: float) -> Verdict:
     return Verdict(reward=reward, passed=reward == 1.0, checks=[])
 
 
-def scripted_bridge(**config: object) -> RolloutBridge:
-    task = letters_task()
-    item = PreparedTask(task=task, env=None, expected_state=None, system_prompt="")
-    return RolloutBridge([item], tiny_config(**config), policy_factory=lambda _t: None)  # type: ignore[arg-type,return-value]
+def scripted_bridge(*task_ids: str, **config: object) -> RolloutBridge:
+    items = [
+        PreparedTask(task=letters_task(task_id), env=None, expected_state=None, system_prompt="")
+        for task_id in task_ids or ("say-something",)
+    ]
+    return RolloutBridge(items, tiny_config(**config), policy_factory=lambda _t: None)  # type: ignore[arg-type,return-value]
+
+
+def scripted_rollouts(bridge: RolloutBridge, rewards: dict[str, list[float]]) -> list[list[str]]:
+    """Replace the bridge's episodes by scripted ones: task id -> its rewards, episode after episode.
+
+    Returns the log of the key lists each rollout call was given.
+    """
+    calls: list[list[str]] = []
+    served: dict[str, int] = {}
+
+    async def rollout(keys: list[str], policy: object = None) -> list[tuple[Transcript, Verdict]]:
+        calls.append(list(keys))
+        out = []
+        for key in keys:
+            task_id = key.split("/", 1)[1]
+            n = served.get(task_id, 0)
+            served[task_id] = n + 1
+            out.append((scripted_transcript(1), verdict(rewards[task_id][n])))
+        return out
+
+    bridge.rollout = rollout  # type: ignore[method-assign]
+    return calls
 
 
 def test_prompt_carries_the_task_key() -> None:
@@ -95,3 +119,62 @@ def test_zero_variance_groups_kept_when_configured() -> None:
 
 def test_reward_function_returns_rollout_rewards() -> None:
     assert reward_from_rollout([], [], reward=[0.25, float("nan"), 1.0]) == [0.25, 0.0, 1.0]
+
+
+@pytest.mark.anyio
+async def test_dynamic_sampling_replaces_flat_groups_by_groups_with_signal() -> None:
+    """Scripted rewards: `a` is flat, its first substitute too, the next one has signal."""
+    bridge = scripted_bridge("a", "b", "c", "d", dynamic_sampling_passes=3)
+    rewards = {"a": [0.0] * 2, "b": [0.0, 1.0], "c": [1.0] * 2, "d": [0.0, 0.5]}
+    calls = scripted_rollouts(bridge, rewards)
+    batch = await bridge.sample(["library/a"] * 2 + ["library/b"] * 2, step=3)
+    # Pass 1 replaces a's group by one of c, d; pass 2 (if c was drawn first) by the other one.
+    assert calls[0] == ["library/a"] * 2 + ["library/b"] * 2
+    drawn = [call[0] for call in calls[1:]]
+    assert all(len(set(call)) == 1 and len(call) == 2 for call in calls[1:])  # one group per flat group
+    assert (
+        drawn[-1] == "library/d"
+        and set(drawn) <= {"library/c", "library/d"}
+        and len(set(drawn)) == len(drawn)
+    )
+    assert batch.keys == ["library/d"] * 2 + ["library/b"] * 2
+    assert [float(v.reward) for _, v in batch.episodes] == [0.0, 0.5, 0.0, 1.0]
+    assert batch.resampled_groups == 1
+    # Every episode that ran but is not trained on is kept (a's group, and c's if it was drawn).
+    assert sorted(k for k, _, _ in batch.extra) == sorted(
+        ["library/a"] * 2 + [k for k in drawn[:-1] for _ in "xx"]
+    )
+    out = bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    assert all(sum(m) > 0 for m in out["env_mask"])  # nothing left to drop
+    stats = bridge.history[-1]
+    assert (stats.groups, stats.zero_variance_groups, stats.resampled_groups) == (2, 0, 1)
+    assert stats.discarded_episodes == len(batch.extra)
+
+
+@pytest.mark.anyio
+async def test_dynamic_sampling_is_seeded_by_step_and_bounded_by_its_passes() -> None:
+    flat = {k: [0.0] * 8 for k in "abcdef"}
+
+    async def draws(step: int, passes: int) -> list[list[str]]:
+        bridge = scripted_bridge(*"abcdef", dynamic_sampling_passes=passes)
+        calls = scripted_rollouts(bridge, flat)
+        batch = await bridge.sample(["library/a"] * 2, step=step)
+        assert batch.keys == ["library/a"] * 2 and batch.resampled_groups == 0  # all flat: kept as drawn
+        assert len(batch.extra) == 2 * (len(calls) - 1)
+        return calls
+
+    assert len(await draws(0, 2)) == 3  # the first batch and two passes
+    assert await draws(5, 2) == await draws(5, 2)  # a resumed step draws the same substitutes
+    assert len(await draws(0, 0)) == 1
+    assert len(await draws(0, 16)) == 6  # the pool runs out: every other task tried once
+
+
+@pytest.mark.anyio
+async def test_discarded_episodes_reach_the_outcome_callback() -> None:
+    bridge = scripted_bridge("a", "b", dynamic_sampling_passes=1)
+    seen: list[str] = []
+    bridge.on_rollout = lambda _stats, episodes: seen.extend(k for k, _, _ in episodes)
+    scripted_rollouts(bridge, {"a": [0.0, 0.0], "b": [0.0, 1.0]})
+    batch = await bridge.sample(["library/a"] * 2, step=0)
+    bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    assert sorted(seen) == ["library/a"] * 2 + ["library/b"] * 2
