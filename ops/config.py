@@ -252,6 +252,12 @@ class TrainerConfig(_Section):
     clip_low: float = Field(0.2, gt=0, description="PPO clip (lower).")
     clip_high: float = Field(0.28, gt=0, description="DAPO clip-higher (upper).")
     batch_size: int = Field(8, ge=1, description="Episodes per optimizer step.")
+    dynamic_sampling_passes: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description="Extra sampling passes per step that replace zero-variance groups (DAPO dynamic sampling).",
+    )
     keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk.")
     use_lora: bool = Field(False, description="Train LoRA adapters instead of full weights.")
     sft_warmup: bool = Field(

@@ -64,6 +64,7 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
         ARENA_TRAINER__SYSTEM_PROMPT="compact",
         ARENA_TRAINER__TOOL_SUBSET="0",
         ARENA_TRAINER__USE_LORA="true",
+        ARENA_TRAINER__DYNAMIC_SAMPLING_PASSES="3",
     )
     ctx = context(config)
     train = trainer_config(ctx)
@@ -72,6 +73,7 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
     assert train.episode.params.temperature == 1.0 and train.episode.params.logprobs
     assert train.system_prompt == "compact" and train.tool_subset == 0 and train.lora.enabled
     assert train.save_every == 3  # one checkpoint per round, at its last step
+    assert train.dynamic_sampling_passes == 3
     evaluation = trainer_config(ctx, temperature=0.0)
     assert evaluation.episode.params.temperature == 0.0 and not evaluation.episode.params.logprobs
     assert evaluation.system_prompt == train.system_prompt and evaluation.tool_subset == train.tool_subset
