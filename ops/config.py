@@ -142,6 +142,11 @@ class ModelConfig(_Section):
     max_retries: int = Field(3, ge=0, description="Retries on transient errors (http).")
     concurrency: int = Field(4, ge=1, le=4096, description="Concurrent requests to this backend.")
     device: str = Field("cpu", description="Device for the local backend (cpu, cuda, cuda:0).")
+    dtype: Literal["auto", "float32", "bfloat16"] | None = Field(
+        None,
+        description="Local backend: none is float32 on CPU (batch-invariant greedy decoding), bfloat16 "
+        "on GPU; auto is bfloat16 wherever native.",
+    )
 
     @field_validator("base_url")
     @classmethod

@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from arena.protocols import ChatModel
+from simulate.precision import Dtype
 
 
 class ModelSpec(BaseModel):
@@ -36,6 +37,7 @@ class ModelSpec(BaseModel):
     role: str = "policy"
     # local
     device: str = "auto"
+    dtype: Dtype | None = None  # None: float32 on CPU, bfloat16 on GPU (see LocalChatModel.load)
     max_batch: int = Field(default=32, ge=1, le=512)
     batch_wait_ms: float = Field(default=5.0, ge=0.0, le=1000.0)
     cache_dir: Path | None = None  # where "embedded" is converted (default under ARENA_DATA_DIR)
@@ -81,6 +83,7 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
             max_batch=spec.max_batch,
             batch_wait_ms=spec.batch_wait_ms,
             cache_dir=cache_dir or spec.cache_dir,
+            dtype=spec.dtype,
         )
     from simulate.http import HttpChatModel
 

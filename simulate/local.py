@@ -38,6 +38,7 @@ from simulate.kv_reuse import (
     kv_chunks,
 )
 from simulate.model_errors import ModelRequestError
+from simulate.precision import Dtype, resolve_dtype
 from simulate.token_prefix import TokenPrefixCache
 
 log = structlog.get_logger(__name__)
@@ -126,10 +127,14 @@ class LocalChatModel:
         max_batch: int = 32,
         batch_wait_ms: float = 5.0,
         cache_dir: Path | None = None,
+        dtype: Dtype | None = None,
     ) -> LocalChatModel:
         """Load a model folder (safetensors + tokenizer), or `"embedded"` for SmolLM2-135M-Instruct.
 
-        Blocking (seconds); from async code call it through `anyio.to_thread.run_sync`.
+        `dtype` None is float32 on CPU, where greedy decoding then gives the same tokens batched
+        or alone (reproducible evaluations), and bfloat16 on GPU; "auto" is bfloat16 wherever the
+        device computes it natively (`simulate.precision`). Blocking (seconds); from async code
+        call it through `anyio.to_thread.run_sync`.
         """
         if str(path) == "embedded":
             from simulate.embedded import EMBEDDED_MODEL_NAME, EmbeddedModelMissing, ensure_embedded_model
@@ -148,7 +153,7 @@ class LocalChatModel:
                 )
             name = name or folder.name
         try:
-            import torch
+            import torch  # noqa: F401 - checked here so a missing install gets this message
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise ModelError(
@@ -156,11 +161,11 @@ class LocalChatModel:
                 "`pip install torch transformers`"
             ) from exc
         resolved = resolve_device(device)
-        dtype = torch.float32 if resolved == "cpu" else torch.bfloat16
+        torch_dtype = resolve_dtype(dtype or ("float32" if resolved == "cpu" else "auto"), resolved)
         started = time.perf_counter()
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(resolved)
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype).to(resolved)
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot load model from {folder}: {exc}") from exc
         model.eval()
@@ -169,6 +174,7 @@ class LocalChatModel:
             model=name,
             path=str(folder),
             device=resolved,
+            dtype=str(torch_dtype).removeprefix("torch."),
             seconds=round(time.perf_counter() - started, 2),
         )
         return cls(model, tokenizer, name=name, role=role, max_batch=max_batch, batch_wait_ms=batch_wait_ms)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.model import Task
 from arena.types import SamplingParams
+from simulate.precision import resolve_dtype
 from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
@@ -31,7 +32,6 @@ from trainer.grpo import train_round
 from trainer.learn_tasks import is_eval_task, synthesized_tasks, within_budget
 from trainer.memory import release_memory, track_peak_rss
 from trainer.metrics import TrainResult
-from trainer.precision import rollout_dtype
 from trainer.sft import sft_warmup
 from trainer.stage_store import StageRecord, StageReport, StageStore, evaluation_key, weights_signature
 from trainer.tasks import prepare_tasks
@@ -200,7 +200,7 @@ async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenc
     from simulate.local import LocalChatModel
 
     # Evaluated in the dtype the rollouts sample in (bfloat16 where native): the same for every stage.
-    dtype = rollout_dtype(config.trainer.rollout_dtype, "cpu")
+    dtype = resolve_dtype(config.trainer.rollout_dtype, "cpu")
     async with track_peak_rss() as peak:
         model, tokenizer = await anyio.to_thread.run_sync(
             functools.partial(load_policy, policy_dir, dtype=dtype)

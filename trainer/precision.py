@@ -12,24 +12,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX)."""
-    import torch
-
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+from simulate.precision import native_bf16
 
 
 def use_bf16(setting: bool | None, device: str) -> bool:
     """Resolve `TrainerConfig.bf16` for `device` ("cpu" or "cuda")."""
-    if setting is not None:
-        return setting
-    if device == "cuda":
-        import torch
-
-        return bool(torch.cuda.is_bf16_supported())
-    return cpu_has_bf16()
+    return setting if setting is not None else native_bf16(device)
 
 
 @contextlib.contextmanager
@@ -60,12 +48,3 @@ def assistant_token_loss(model: Any, input_ids: Any, labels: Any, ignore: int) -
     out = model(input_ids=input_ids, logits_to_keep=positions)
     logits = out.logits[0].float()
     return torch.nn.functional.cross_entropy(logits, targets[positions])
-
-
-def rollout_dtype(setting: str, device: str) -> Any:
-    """Resolve `TrainerConfig.rollout_dtype` for `device`: "auto" is bfloat16 where native."""
-    import torch
-
-    if setting == "auto":
-        return torch.bfloat16 if use_bf16(None, device) else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[setting]

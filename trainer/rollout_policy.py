@@ -19,8 +19,8 @@ from typing import Any
 import structlog
 
 from arena.protocols import ChatModel
+from simulate.precision import resolve_dtype
 from trainer.config import TrainerConfig
-from trainer.precision import rollout_dtype
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,7 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
 
         model = trainer.accelerator.unwrap_model(trainer.model)
         if "chat" not in state:
-            dtype = rollout_dtype(config.rollout_dtype, model.device.type)
+            dtype = resolve_dtype(config.rollout_dtype, model.device.type)
             target = model
             if dtype != next(model.parameters()).dtype:
                 state["copied"] = True

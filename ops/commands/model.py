@@ -20,15 +20,17 @@ if TYPE_CHECKING:
     from simulate.local import LocalChatModel
 
 
-def _load(model: str, device: str, max_batch: int, cache_dir: Path | None) -> LocalChatModel:
+def _load(args: argparse.Namespace, max_batch: int) -> LocalChatModel:
     from simulate.local import LocalChatModel
 
     if max_batch < 1:
         raise CliError(f"--max-batch must be at least 1, got {max_batch}")
     try:
-        return LocalChatModel.load(model, device=device, max_batch=max_batch, cache_dir=cache_dir)
+        return LocalChatModel.load(
+            args.model, device=args.device, max_batch=max_batch, cache_dir=args.cache_dir, dtype=args.dtype
+        )
     except ModelError as exc:
-        raise CliError(f"cannot load model {model!r}: {exc}") from None
+        raise CliError(f"cannot load model {args.model!r}: {exc}") from None
 
 
 def _quiet() -> None:
@@ -45,7 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port must be between 0 and 65535, got {args.port}")
-    model = _load(args.model, args.device, args.max_batch, args.cache_dir)
+    model = _load(args, args.max_batch)
     app = create_app(model, name=args.name or model.name)
     log = structlog.get_logger(__name__)
 
@@ -83,7 +85,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not 1 <= args.new_tokens <= 4096:
         raise CliError(f"--new-tokens must be between 1 and 4096, got {args.new_tokens}")
     _quiet()
-    model = _load(args.model, args.device, max(levels), args.cache_dir)
+    model = _load(args, max(levels))
     report = anyio.run(lambda: bench_local(model, concurrency=levels, new_tokens=args.new_tokens))
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
@@ -103,6 +105,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded", help="a model folder, or 'embedded' (default)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    parser.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16"],
+        default=None,
+        help="weights' dtype (default: float32 on CPU, bfloat16 on GPU; auto: bfloat16 where native)",
+    )
     parser.add_argument(
         "--cache-dir", type=Path, default=None, help="model cache (default: $ARENA_DATA_DIR/models)"
     )

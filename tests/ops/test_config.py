@@ -38,6 +38,14 @@ def test_toml_then_env_overrides(tmp_path: Path) -> None:
     assert load_config(environ={"ARENA_CONFIG": str(file)}).models.policy.concurrency == 8
 
 
+def test_local_model_dtype_reaches_the_backend_spec(tmp_path: Path) -> None:
+    config = load_config(environ={"ARENA_MODELS__HELPER__DTYPE": "bfloat16"})
+    assert config.models.helper.to_spec(tmp_path, role="helper").dtype == "bfloat16"
+    assert config.models.policy.to_spec(tmp_path).dtype is None  # float32 on CPU, bfloat16 on GPU
+    with pytest.raises(ConfigError, match=r"models\.policy\.dtype"):
+        load_config(environ={"ARENA_MODELS__POLICY__DTYPE": "float16"})
+
+
 def test_database_url_forms() -> None:
     config = load_config(environ={"ARENA_DATABASE_URL": "postgresql://arena:pw@db:5432/arena"})
     assert config.database_url == "postgresql+asyncpg://arena:pw@db:5432/arena"

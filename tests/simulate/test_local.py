@@ -206,6 +206,20 @@ async def test_trainer_can_swap_weights_and_generate_from_a_training_model(
         LocalChatModel.load(tmp_path / "missing")
 
 
+async def test_bfloat16_weights_decode_the_same_answer(embedded_model_path: Path, local_model) -> None:
+    import torch
+
+    from simulate.local import LocalChatModel
+
+    half = LocalChatModel.load(embedded_model_path, device="cpu", dtype="bfloat16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    assert next(local_model.model.parameters()).dtype == torch.float32  # the CPU default
+    params = SamplingParams(max_tokens=8)
+    a = await local_model.chat(user(PROMPTS[0]), params=params)
+    b = await half.chat(user(PROMPTS[0]), params=params)
+    assert "Paris" in a.text and "Paris" in b.text  # rounding, not another model
+
+
 TOOLS = [
     ToolSpec(
         name="get_weather",

@@ -247,8 +247,9 @@ def test_cli_registers_serve_model_and_bench_model() -> None:
     cli = build_cli()
     args = cli.parser.parse_args(["serve-model", "--model", "embedded", "--port", "8123"])
     assert (args.model, args.port, args.host) == ("embedded", 8123, "127.0.0.1")
-    args = cli.parser.parse_args(["bench", "model", "--json", "--concurrency", "1,4"])
-    assert args.json and args.concurrency == "1,4"
+    args = cli.parser.parse_args(["bench", "model", "--json", "--concurrency", "1,4", "--dtype", "bfloat16"])
+    assert args.json and args.concurrency == "1,4" and args.dtype == "bfloat16"
+    assert cli.parser.parse_args(["bench", "model"]).dtype is None
 
 
 def test_cli_rejects_bad_options_clearly(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from trainer.precision import rollout_dtype
 from trainer.rollout_policy import inference_copy
 
 
@@ -34,11 +33,3 @@ def test_inference_copy_follows_the_training_weights(embedded_model_path: Path) 
         fp32 = model(input_ids=ids).logits[0, -1]
         bf16 = twin(input_ids=ids).logits[0, -1].float()
     assert torch.argmax(fp32) == torch.argmax(bf16)  # rounding, not a different model
-
-
-def test_rollout_dtype_resolution() -> None:
-    import torch
-
-    assert rollout_dtype("float32", "cpu") == torch.float32
-    assert rollout_dtype("bfloat16", "cpu") == torch.bfloat16
-    assert rollout_dtype("auto", "cpu") in (torch.float32, torch.bfloat16)
