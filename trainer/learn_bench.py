@@ -117,7 +117,11 @@ class LearnReport(BaseModel):
     grpo_minus_base: Interval
     grpo_minus_sft: Interval
     targets: dict[str, bool]
-    wall_seconds: float
+    wall_seconds: float  # this invocation
+    # Work this report includes that an earlier run into the same folder did (reused stages):
+    # "sft training", "base evaluation", … → seconds. The time target is judged on the total.
+    reused_seconds: dict[str, float] = Field(default_factory=dict)
+    total_seconds: float = 0.0  # wall_seconds + the reused work
     notes: list[str] = Field(default_factory=list)
 
 
@@ -225,9 +229,16 @@ async def _stage(
     say: Callable[[str], None],
     *,
     train_peak_rss_mb: int | None = None,
+    reused: dict[str, float] | None = None,
 ) -> StageRecord:
-    """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished."""
+    """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished.
+
+    The time of what was reused (the earlier run's training, its evaluation) goes into `reused`.
+    """
+    reused = {} if reused is None else reused
     record = store.load(stage, policy_dir)
+    if record is not None and trained is not None and trained.steps == 0 and record.train_steps:
+        reused[f"{stage} training"] = record.train_seconds
     if record is None or (trained is not None and trained.steps > 0):
         record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
         if trained is not None:
@@ -239,6 +250,7 @@ async def _stage(
     key = _eval_key(prepared, config)
     if record.eval is not None and record.eval_key == key:
         say(f"{stage}: evaluation reused from {store.folder}")
+        reused[f"{stage} evaluation"] = record.eval.seconds
         return record
     record.eval, record.eval_key = await _evaluate_dir(policy_dir, prepared, config), key
     store.save(record)
@@ -293,14 +305,23 @@ async def run_learn_bench(
 
     store = StageStore(out_dir / "stages")
     say("evaluating the base model")
-    base = await _stage("base", base_dir, None, eval_prepared, config, store, say)
+    reused: dict[str, float] = {}
+    base = await _stage("base", base_dir, None, eval_prepared, config, store, say, reused=reused)
     say(f"base pass rate {base.report().eval.overall.pass_rate.value:.2f}; SFT warm-up")
 
     async with track_peak_rss() as sft_peak:
         sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
     release_memory("SFT warm-up done")
     sft_stage = await _stage(
-        "sft", sft.policy_dir, sft, eval_prepared, config, store, say, train_peak_rss_mb=sft_peak.mb
+        "sft",
+        sft.policy_dir,
+        sft,
+        eval_prepared,
+        config,
+        store,
+        say,
+        train_peak_rss_mb=sft_peak.mb,
+        reused=reused,
     )
     say(f"SFT pass rate {sft_stage.report().eval.overall.pass_rate.value:.2f}; GRPO")
 
@@ -318,7 +339,15 @@ async def run_learn_bench(
     if grpo.resumed_from_step:
         notes.append(f"GRPO resumed from step {grpo.resumed_from_step} (its time covers this run only)")
     grpo_stage = await _stage(
-        "grpo", grpo.policy_dir, grpo, eval_prepared, config, store, say, train_peak_rss_mb=grpo_peak.mb
+        "grpo",
+        grpo.policy_dir,
+        grpo,
+        eval_prepared,
+        config,
+        store,
+        say,
+        train_peak_rss_mb=grpo_peak.mb,
+        reused=reused,
     )
     if grpo_stage.groups:
         notes.append(
@@ -333,6 +362,18 @@ async def run_learn_bench(
     grpo_base = paired_bootstrap_diff(passes["base"], passes["grpo"])
     grpo_sft = paired_bootstrap_diff(passes["sft"], passes["grpo"])
     wall = time.perf_counter() - started
+    total = wall + sum(reused.values())
+    if reused:
+        parts = ", ".join(f"{k} {v / 60:.1f} min" for k, v in reused.items())
+        notes.append(
+            f"reused from an earlier run in {out_dir}: {parts}; the time target is judged on the"
+            f" total, {total / 60:.1f} min"
+            + (
+                " (a lower bound: the GRPO steps before the resume are not counted)"
+                if grpo.resumed_from_step
+                else ""
+            )
+        )
     return LearnReport(
         eval_envs=list(config.eval_envs),
         train_envs=train_names,
@@ -350,8 +391,10 @@ async def run_learn_bench(
             "grpo_minus_base_at_least_20_points": grpo_base.value >= 0.20,
             "grpo_minus_sft_at_least_5_points": grpo_sft.value >= 0.05,
             "grpo_minus_sft_interval_excludes_zero": grpo_sft.low > 0,
-            "within_60_minutes": wall <= 3600,
+            "within_60_minutes": total <= 3600,
         },
         wall_seconds=wall,
+        reused_seconds=reused,
+        total_seconds=total,
         notes=notes,
     )

@@ -108,7 +108,12 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         print(f"{stage_name:>5}: pass by task source: {parts}")
     for key in ("sft_minus_base", "grpo_minus_base", "grpo_minus_sft"):
         print(f"{key}: {_pct(data[key])}")
-    print(f"wall time {report.wall_seconds / 60:.1f} min; targets: {report.targets}")
+    reused = (
+        f" (with work reused from an earlier run: {report.total_seconds / 60:.1f} min)"
+        if report.reused_seconds
+        else ""
+    )
+    print(f"wall time {report.wall_seconds / 60:.1f} min{reused}; targets: {report.targets}")
     for note in report.notes:
         print(f"note: {note}")
     return 0

@@ -96,13 +96,18 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
 
     # The killed run's rerun: training returns the finished checkpoint at once (no step taken).
     resumed = trained.model_copy(update={"steps": 0, "seconds": 0.1})
-    again = await learn_bench._stage("sft", policy, resumed, tasks, config, store, print)
+    reused: dict[str, float] = {}
+    again = await learn_bench._stage("sft", policy, resumed, tasks, config, store, print, reused=reused)
     assert len(calls) == 1, "a finished evaluation of the same weights is not run again"
     assert again.report() == first.report()  # training figures of the run that trained
+    # The reused work's time is reported, so a resumed run is not judged on its own wall time.
+    assert reused == {"sft training": 40.0, "sft evaluation": 3.0}
 
     # Other evaluation settings: the same weights are evaluated again, training figures kept.
     config2 = config.model_copy(update={"eval_samples": 2})
-    third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print)
+    reused.clear()
+    third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print, reused=reused)
+    assert reused == {"sft training": 40.0}
     assert len(calls) == 2 and third.train_seconds == 40.0 and third.train_peak_rss_mb == 900
     assert third.eval is not None and third.eval.overall.pass_rate.value == 0.0
 
