@@ -61,6 +61,13 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         trainer = trainer.model_copy(
             update={"sft": trainer.sft.model_copy(update={"epochs": args.sft_epochs})}
         )
+    if args.grpo_temperature is not None:
+        if not 0 < args.grpo_temperature <= 2:
+            raise CliError("--grpo-temperature must be in (0, 2]")
+        params = trainer.episode.params.model_copy(update={"temperature": args.grpo_temperature})
+        trainer = trainer.model_copy(
+            update={"episode": trainer.episode.model_copy(update={"params": params})}
+        )
     eval_envs = (
         args.eval_envs.split(",")
         if args.eval_envs
@@ -134,6 +141,9 @@ def register(cli: Cli) -> None:
     p.add_argument("--eval-envs", help="comma-separated held-out environments")
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
+    p.add_argument(
+        "--grpo-temperature", type=float, help="sampling temperature of the GRPO rollouts (default 1.0)"
+    )
     p.add_argument("--train-tasks", type=int, help="use at most this many training tasks")
     p.add_argument(
         "--synth-tasks",

@@ -70,11 +70,13 @@ def test_synthesized_tasks_come_from_the_given_envs_only() -> None:
     assert any(len(t.reference) == 3 for t in tasks)
 
 
-def test_negative_synth_count_is_a_clear_error(
+def test_out_of_range_numbers_are_clear_errors(
     capsys: pytest.CaptureFixture[str], embedded_model_path: Path
 ) -> None:
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--synth-tasks", "-1"]) == 2
     assert "--synth-tasks must be 0 or more" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-temperature", "0"]) == 2
+    assert "--grpo-temperature must be in (0, 2]" in capsys.readouterr().err
 
 
 @pytest.mark.anyio
