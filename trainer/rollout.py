@@ -180,7 +180,7 @@ class RolloutBridge:
         # back before the backward pass allocates its own (see `release_memory`).
         release_memory("grpo rollouts")
         pad_id = int(trainer.processing_class.pad_token_id or 0)
-        return self.build_output(batch.keys, batch.episodes, pad_id=pad_id, seconds=seconds, batch=batch)
+        return self.build_output(batch, pad_id=pad_id, seconds=seconds)
 
     async def sample(self, keys: list[str], step: int, policy: ChatModel | None = None) -> SampledBatch:
         """The step's episodes, its flat groups replaced where a fresh task's group has signal.
@@ -227,15 +227,13 @@ class RolloutBridge:
             )
         return batch
 
-    async def rollout(
-        self, keys: list[str], policy: ChatModel | None = None
-    ) -> list[tuple[Transcript, Verdict]]:
+    async def rollout(self, keys: list[str], policy: ChatModel | None = None) -> list[Episode]:
         """Run and verify one episode per key, concurrently (up to `rollout_concurrency`), in order."""
         if policy is not None:
             self._policy = policy
         assert self._policy is not None, "no policy: pass one or call the bridge from TRL"
         limiter = anyio.CapacityLimiter(self.config.rollout_concurrency)
-        results: list[tuple[Transcript, Verdict] | None] = [None] * len(keys)
+        results: list[Episode | None] = [None] * len(keys)
 
         async def one(i: int, key: str) -> None:
             async with limiter:
@@ -248,20 +246,13 @@ class RolloutBridge:
                 tg.start_soon(one, i, key)
         return [r for r in results if r is not None]
 
-    def build_output(
-        self,
-        keys: list[str],
-        results: list[Episode],
-        *,
-        pad_id: int,
-        seconds: float,
-        batch: SampledBatch | None = None,
-    ) -> dict[str, list[Any]]:
-        """TRL's rollout dictionary from the episodes (one per key, in order), zero-variance groups masked.
+    def build_output(self, batch: SampledBatch, *, pad_id: int, seconds: float) -> dict[str, list[Any]]:
+        """TRL's rollout dictionary from the batch's episodes (one per key, in order), flat groups masked.
 
-        `batch` (from `sample`) adds what dynamic sampling did to the stats; its discarded
-        episodes reach `on_rollout` too (the per-task outcomes count every episode run).
+        What dynamic sampling did goes into the stats; the episodes it discarded reach
+        `on_rollout` too (the per-task outcomes count every episode run).
         """
+        keys, results = batch.keys, batch.episodes
         prompt_ids, completion_ids, env_mask, logprobs, rewards = [], [], [], [], []
         breaks = 0
         for transcript, verdict in results:
@@ -285,8 +276,8 @@ class RolloutBridge:
             episodes=len(results),
             groups=len(groups),
             zero_variance_groups=zero,
-            resampled_groups=batch.resampled_groups if batch is not None else 0,
-            discarded_episodes=len(batch.extra) if batch is not None else 0,
+            resampled_groups=batch.resampled_groups,
+            discarded_episodes=len(batch.extra),
             reward_mean=statistics.fmean(rewards) if rewards else 0.0,
             reward_std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
             pass_rate=statistics.fmean(v.passed for _, v in results) if results else 0.0,
@@ -310,8 +301,8 @@ class RolloutBridge:
             chain_breaks=breaks,
         )
         if self.on_rollout is not None:
-            extra = batch.extra if batch is not None else []
-            self.on_rollout(stats, [*((k, t, v) for k, (t, v) in zip(keys, results, strict=True)), *extra])
+            trained = [(k, t, v) for k, (t, v) in zip(keys, results, strict=True)]
+            self.on_rollout(stats, [*trained, *batch.extra])
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": completion_ids,

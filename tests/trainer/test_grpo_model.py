@@ -13,7 +13,7 @@ from arena.protocols import UserContext
 from arena.tasks.model import AnswerCheck
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics
-from trainer.rollout import RolloutBridge, has_signal
+from trainer.rollout import RolloutBridge, SampledBatch, has_signal
 from trainer.tasks import prepare_tasks
 
 from .tiny import letters_task, tiny_config
@@ -39,7 +39,7 @@ async def test_env_mask_covers_exactly_the_policy_tokens(embedded_model_path: Pa
     )
     keys = [prepared[0].key] * 2
     results = await bridge.rollout(keys, policy=chat)
-    out = bridge.build_output(keys, results, pad_id=0, seconds=1.0)
+    out = bridge.build_output(SampledBatch(keys, results), pad_id=0, seconds=1.0)
     tok = chat.tokenizer
     for i, (transcript, _) in enumerate(results):
         assert transcript.num_turns >= 2, transcript.finish  # multi-turn: the user answered
@@ -87,7 +87,7 @@ async def test_dynamic_sampling_swaps_a_flat_group_for_one_with_signal(embedded_
     # The flat group's episodes ran and scored 0: kept aside, not trained on.
     never_runs = [v for key, _, v in batch.extra if key == flat]
     assert len(never_runs) == 4 and all(v.reward == 0 for v in never_runs)
-    out = bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    out = bridge.build_output(batch, pad_id=0, seconds=1.0)
     assert all(sum(mask) > 0 for mask in out["env_mask"])
     assert bridge.history[-1].zero_variance_groups == 0
 

@@ -10,7 +10,14 @@ import pytest
 
 from arena.episode.transcript import Segment, TokenChain, Transcript
 from arena.tasks.reward import Verdict
-from trainer.rollout import RolloutBridge, prompt_key, reward_from_rollout, task_prompt, training_sample
+from trainer.rollout import (
+    RolloutBridge,
+    SampledBatch,
+    prompt_key,
+    reward_from_rollout,
+    task_prompt,
+    training_sample,
+)
 from trainer.tasks import PreparedTask
 
 from .tiny import letters_task, tiny_config
@@ -100,7 +107,7 @@ def test_zero_variance_groups_are_masked_and_counted() -> None:
     keys = ["library/a"] * 4 + ["library/b"] * 4
     rewards = [0.5, 0.5, 0.5, 0.5, 0.0, 1.0, 0.0, 0.5]
     results = [(scripted_transcript(2), verdict(r)) for r in rewards]
-    out = bridge.build_output(keys, results, pad_id=0, seconds=2.0)
+    out = bridge.build_output(SampledBatch(keys, results), pad_id=0, seconds=2.0)
     assert out["reward"] == rewards
     assert all(sum(m) == 0 for m in out["env_mask"][:4])  # no signal: dropped from the loss
     assert all(sum(m) == 5 for m in out["env_mask"][4:])
@@ -112,7 +119,9 @@ def test_zero_variance_groups_are_masked_and_counted() -> None:
 
 def test_zero_variance_groups_kept_when_configured() -> None:
     bridge = scripted_bridge(drop_zero_variance=False)
-    out = bridge.build_output(["k"] * 2, [(scripted_transcript(1), verdict(0.0))] * 2, pad_id=0, seconds=1.0)
+    out = bridge.build_output(
+        SampledBatch(["k"] * 2, [(scripted_transcript(1), verdict(0.0))] * 2), pad_id=0, seconds=1.0
+    )
     assert all(sum(m) == 2 for m in out["env_mask"])
     assert bridge.history[-1].zero_variance_groups == 1
 
@@ -144,7 +153,7 @@ async def test_dynamic_sampling_replaces_flat_groups_by_groups_with_signal() -> 
     assert sorted(k for k, _, _ in batch.extra) == sorted(
         ["library/a"] * 2 + [k for k in drawn[:-1] for _ in "xx"]
     )
-    out = bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    out = bridge.build_output(batch, pad_id=0, seconds=1.0)
     assert all(sum(m) > 0 for m in out["env_mask"])  # nothing left to drop
     stats = bridge.history[-1]
     assert (stats.groups, stats.zero_variance_groups, stats.resampled_groups) == (2, 0, 1)
@@ -176,5 +185,5 @@ async def test_discarded_episodes_reach_the_outcome_callback() -> None:
     bridge.on_rollout = lambda _stats, episodes: seen.extend(k for k, _, _ in episodes)
     scripted_rollouts(bridge, {"a": [0.0, 0.0], "b": [0.0, 1.0]})
     batch = await bridge.sample(["library/a"] * 2, step=0)
-    bridge.build_output(batch.keys, batch.episodes, pad_id=0, seconds=1.0, batch=batch)
+    bridge.build_output(batch, pad_id=0, seconds=1.0)
     assert sorted(seen) == ["library/a"] * 2 + ["library/b"] * 2
