@@ -140,6 +140,11 @@ class TrainerConfig(BaseModel):
             raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")
         return self
 
+    def with_sampling(self, **update: object) -> TrainerConfig:
+        """A copy whose episodes sample with `update` applied to `episode.params`."""
+        params = self.episode.params.model_copy(update=update)
+        return self.model_copy(update={"episode": self.episode.model_copy(update={"params": params})})
+
     @property
     def micro_batch(self) -> int:
         """Sequences per forward/backward pass."""

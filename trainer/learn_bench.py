@@ -179,12 +179,7 @@ def _by_source(report: EvalReport, synthesized: set[str]) -> dict[str, Interval]
 
 def _eval_config(config: LearnBenchConfig) -> TrainerConfig:
     """The trainer config every stage is evaluated with: the training caps, the evaluation sampling."""
-    params = config.trainer.episode.params.model_copy(
-        update={"temperature": config.eval_temperature, "logprobs": False}
-    )
-    return config.trainer.model_copy(
-        update={"episode": config.trainer.episode.model_copy(update={"params": params})}
-    )
+    return config.trainer.with_sampling(temperature=config.eval_temperature, logprobs=False)
 
 
 def _eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:

@@ -64,10 +64,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
     if args.grpo_temperature is not None:
         if not 0 < args.grpo_temperature <= 2:
             raise CliError("--grpo-temperature must be in (0, 2]")
-        params = trainer.episode.params.model_copy(update={"temperature": args.grpo_temperature})
-        trainer = trainer.model_copy(
-            update={"episode": trainer.episode.model_copy(update={"params": params})}
-        )
+        trainer = trainer.with_sampling(temperature=args.grpo_temperature)
     eval_envs = (
         args.eval_envs.split(",")
         if args.eval_envs

@@ -33,3 +33,11 @@ def test_bad_combinations_are_rejected(update: dict[str, object], message: str) 
 def test_http_publishing_needs_a_server_and_a_shared_folder() -> None:
     with pytest.raises(ValidationError, match="base_url and shared_dir"):
         PublishConfig(kind="http", base_url="http://vllm:8000")
+
+
+def test_with_sampling_changes_only_the_episode_sampling() -> None:
+    base = TrainerConfig()
+    hot = base.with_sampling(temperature=1.3, logprobs=False)
+    assert hot.episode.params.temperature == 1.3 and not hot.episode.params.logprobs
+    assert hot.episode.max_turns == base.episode.max_turns and hot.group_size == base.group_size
+    assert base.episode.params.temperature == 1.0 and base.episode.params.logprobs  # a copy
