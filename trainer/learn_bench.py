@@ -29,7 +29,7 @@ from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
-from trainer.learn_tasks import is_eval_task, synthesized_tasks, within_budget
+from trainer.learn_tasks import fitting_synthesized_tasks, is_eval_task, synthesized_tasks, within_budget
 from trainer.memory import release_memory, track_peak_rss
 from trainer.metrics import TrainResult
 from trainer.sft import sft_warmup
@@ -43,6 +43,8 @@ QUICK_EVAL_ENVS = ("library", "email")
 # Synthesized evaluation tasks per held-out environment in the full benchmark (beside the
 # hand-written ones): 30 tasks alone give a ±15-point interval on a pass rate.
 DEFAULT_EVAL_SYNTH_PER_ENV = 6
+# The synthesis seed of GRPO's own tasks (the warm-up's use 0 and 1): other walks, other task ids.
+GRPO_SYNTH_SEED = 1000
 
 
 class LearnBenchConfig(BaseModel):
@@ -57,6 +59,10 @@ class LearnBenchConfig(BaseModel):
     # Graph-synthesized tasks added to the evaluation set per held-out environment (same generator,
     # other envs): a larger fixed set, reported apart from the hand-written tasks.
     eval_synth_per_env: int = Field(default=0, ge=0)
+    # Graph-synthesized tasks per training environment for GRPO alone (another seed, none with the
+    # reference calls of a warm-up task): fresh tasks, as the daemon's rounds give GRPO. 0 = GRPO
+    # trains on the warm-up's tasks, which SFT has memorised (their groups are mostly flat).
+    grpo_synth_per_env: int = Field(default=0, ge=0)
     eval_samples: int = Field(default=1, ge=1)  # >1 samples at eval_temperature
     eval_temperature: float = Field(default=0.0, ge=0.0)
     trainer: TrainerConfig
@@ -105,7 +111,8 @@ class LearnReport(BaseModel):
 
     eval_envs: list[str]
     train_envs: list[str]
-    train_tasks: int
+    train_tasks: int  # the warm-up's (and GRPO's, unless it has its own fresh tasks)
+    grpo_tasks: int = 0
     eval_tasks: int
     stages: list[StageReport]
     pass_rate: dict[str, Interval]  # stage → overall pass rate
@@ -264,18 +271,25 @@ async def run_learn_bench(
     cfg = config.trainer
     notes: list[str] = []
     if config.synth_per_env:
-        synthesized = await synthesized_tasks(envs, train_names, config.synth_per_env)
-        # An over-budget task teaches nothing: SFT skips it and every GRPO group on it scores 0.
-        prepared_synth, _ = await prepare_tasks(
-            synthesized, envs, system_prompt=cfg.system_prompt, tool_subset=cfg.tool_subset
+        fitting, left_out = await fitting_synthesized_tasks(
+            envs, train_names, config.synth_per_env, base_dir, cfg
         )
-        fitting, too_long = await within_budget(prepared_synth, base_dir, cfg)
-        notes += [f"training task skipped: {s}" for s in too_long]
-        say(f"{len(fitting)} synthesized training tasks ({len(too_long)} over the token budget)")
-        train_tasks = [*train_tasks, *(p.task for p in fitting)]
-        for item in prepared_synth:  # SFT and GRPO prepare their own copies
-            if item.expected_state is not None:
-                item.expected_state.close()
+        notes += [f"training task skipped: {s}" for s in left_out]
+        say(f"{len(fitting)} synthesized training tasks ({len(left_out)} over the token budget)")
+        train_tasks = [*train_tasks, *fitting]
+    grpo_tasks = train_tasks
+    if config.grpo_synth_per_env:
+        grpo_tasks, left_out = await fitting_synthesized_tasks(
+            envs,
+            train_names,
+            config.grpo_synth_per_env,
+            base_dir,
+            cfg,
+            seed=GRPO_SYNTH_SEED,
+            exclude=train_tasks,
+        )
+        notes += [f"GRPO task skipped: {s}" for s in left_out]
+        say(f"{len(grpo_tasks)} fresh synthesized GRPO tasks ({len(left_out)} left out)")
     synth_keys: set[str] = set()
     if config.eval_synth_per_env:
         held_envs = [n for n in config.eval_envs if n in envs]
@@ -292,7 +306,7 @@ async def run_learn_bench(
         eval_prepared, too_long = await within_budget(eval_prepared, base_dir, cfg, only=synth_keys)
         notes += [f"evaluation task skipped: {s}" for s in too_long]
         synth_keys &= {p.key for p in eval_prepared}
-    if not eval_prepared or not train_tasks:
+    if not eval_prepared or not train_tasks or not grpo_tasks:
         raise ValueError("the learning benchmark needs training tasks and held-out evaluation tasks")
     say(
         f"{len(train_tasks)} training tasks from {len(train_names)} envs, {len(eval_prepared)} held-out tasks"
@@ -323,7 +337,7 @@ async def run_learn_bench(
     async with track_peak_rss() as grpo_peak:
         grpo = await train_round(
             1,
-            train_tasks,
+            grpo_tasks,
             sft.policy_dir,
             out_dir / "grpo",
             cfg,
@@ -373,6 +387,7 @@ async def run_learn_bench(
         eval_envs=list(config.eval_envs),
         train_envs=train_names,
         train_tasks=len(train_tasks),
+        grpo_tasks=len(grpo_tasks),
         eval_tasks=len(eval_prepared),
         stages=stages,
         pass_rate={k: v.overall.pass_rate for k, v in by.items()},

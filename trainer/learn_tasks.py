@@ -4,14 +4,17 @@ graph-synthesized tasks, and the token-budget filter that keeps only tasks a per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from arena.synth.filters import reference_key
 from arena.tasks.model import Task
 from trainer.config import TrainerConfig
+from trainer.tasks import prepare_tasks
 
 
 def is_eval_task(task: Task, env: Any) -> bool:
@@ -94,3 +97,38 @@ async def within_budget(
         else:
             kept.append(item)
     return kept, dropped
+
+
+async def fitting_synthesized_tasks(
+    envs: dict[str, Any],
+    names: list[str],
+    per_env: int,
+    tokenizer_dir: Path,
+    config: TrainerConfig,
+    *,
+    seed: int = 0,
+    exclude: Sequence[Task] = (),
+) -> tuple[list[Task], list[str]]:
+    """`synthesized_tasks` that fit the token budget and repeat none of `exclude`'s reference calls.
+
+    Returns the tasks and one line per task left out. An over-budget task teaches nothing (SFT
+    skips it, every GRPO group on it scores 0); a task with the same calls as one in `exclude`
+    would not be fresh (GRPO's tasks are meant to be ones the warm-up never saw).
+    """
+    seen = {reference_key(t) for t in exclude}
+    tasks = await synthesized_tasks(envs, names, per_env, seed=seed)
+    repeats = [t for t in tasks if reference_key(t) in seen]
+    prepared, _ = await prepare_tasks(
+        [t for t in tasks if reference_key(t) not in seen],
+        envs,
+        system_prompt=config.system_prompt,
+        tool_subset=config.tool_subset,
+    )
+    try:
+        fitting, too_long = await within_budget(prepared, tokenizer_dir, config)
+    finally:
+        for item in prepared:  # the trainer prepares its own copies
+            if item.expected_state is not None:
+                item.expected_state.close()
+    left_out = too_long + [f"{t.full_id}: same reference calls as a warm-up task" for t in repeats]
+    return [p.task for p in fitting], left_out

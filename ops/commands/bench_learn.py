@@ -55,6 +55,8 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         raise CliError("--synth-tasks must be 0 or more")
     if args.eval_synth_tasks is not None and args.eval_synth_tasks < 0:
         raise CliError("--eval-synth-tasks must be 0 or more")
+    if args.grpo_synth_tasks < 0:
+        raise CliError("--grpo-synth-tasks must be 0 or more")
     if args.sft_epochs is not None:
         if args.sft_epochs <= 0:
             raise CliError("--sft-epochs must be positive")
@@ -80,6 +82,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
             if args.eval_synth_tasks is not None
             else (0 if args.quick else DEFAULT_EVAL_SYNTH_PER_ENV)
         ),
+        grpo_synth_per_env=args.grpo_synth_tasks,
         eval_temperature=0.0 if args.samples == 1 else 0.7,
         trainer=trainer,
     )
@@ -98,7 +101,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         return 0
     print(
         f"held-out envs: {', '.join(report.eval_envs)} ({report.eval_tasks} tasks); "
-        f"trained on {', '.join(report.train_envs)} ({report.train_tasks} tasks)"
+        f"trained on {', '.join(report.train_envs)} ({report.train_tasks} tasks, GRPO {report.grpo_tasks})"
     )
     for stage in data["stages"]:
         overall = stage["eval"]["overall"]
@@ -152,6 +155,13 @@ def register(cli: Cli) -> None:
         type=int,
         help="graph-synthesized evaluation tasks per held-out environment, reported apart "
         "(default 6; 0 with --quick)",
+    )
+    p.add_argument(
+        "--grpo-synth-tasks",
+        type=int,
+        default=0,
+        help="fresh graph-synthesized tasks per training environment that GRPO trains on instead of "
+        "the warm-up's tasks (default 0: GRPO trains on the warm-up's tasks)",
     )
     p.add_argument(
         "--samples", type=int, default=1, help="evaluation episodes per task (>1 samples at T=0.7)"

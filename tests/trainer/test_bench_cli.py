@@ -75,6 +75,8 @@ def test_out_of_range_numbers_are_clear_errors(
 ) -> None:
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--synth-tasks", "-1"]) == 2
     assert "--synth-tasks must be 0 or more" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-synth-tasks", "-2"]) == 2
+    assert "--grpo-synth-tasks must be 0 or more" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-temperature", "0"]) == 2
     assert "--grpo-temperature must be in (0, 2]" in capsys.readouterr().err
 
@@ -131,3 +133,32 @@ async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
             tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
         )
         assert len(example.input_ids) < budget
+
+
+@pytest.mark.anyio
+async def test_fresh_grpo_tasks_repeat_no_warm_up_task(embedded_model_path: Path) -> None:
+    """GRPO's own tasks (another seed) never share reference calls with a warm-up task."""
+    from arena.env.registry import Registry
+    from arena.synth.filters import reference_key
+    from trainer.learn_bench import GRPO_SYNTH_SEED
+    from trainer.learn_tasks import fitting_synthesized_tasks
+
+    trainer = default_trainer_config(False)
+    config = LearnBenchConfig(eval_envs=["library"], trainer=trainer)
+    envs, _train, _held, train_names = load_task_sets(config, Registry())
+    names = ["banking", "shop_orders"]
+    assert set(names) <= set(train_names)
+    warm_up, _ = await fitting_synthesized_tasks(envs, names, 4, embedded_model_path, trainer)
+    assert warm_up
+    # The same seed again: every task repeats one of the warm-up's, so none is fresh.
+    again, left_out = await fitting_synthesized_tasks(
+        envs, names, 4, embedded_model_path, trainer, exclude=warm_up
+    )
+    assert again == [] and len(left_out) >= len(warm_up)
+    assert all("same reference calls as a warm-up task" in line for line in left_out[-len(warm_up) :])
+    fresh, _ = await fitting_synthesized_tasks(
+        envs, names, 4, embedded_model_path, trainer, seed=GRPO_SYNTH_SEED, exclude=warm_up
+    )
+    assert fresh and {t.env for t in fresh} <= set(names)
+    assert not {reference_key(t) for t in fresh} & {reference_key(t) for t in warm_up}
+    assert not {t.full_id for t in fresh} & {t.full_id for t in warm_up}
