@@ -34,6 +34,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
     from trainer.learn_bench import (
         DEFAULT_EVAL_ENVS,
         DEFAULT_EVAL_SYNTH_PER_ENV,
+        DEFAULT_TRAIN_SYNTH_PER_ENV,
         QUICK_EVAL_ENVS,
         LearnBenchConfig,
         default_trainer_config,
@@ -76,7 +77,11 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         eval_envs=eval_envs,
         eval_samples=args.samples,
         max_train_tasks=args.train_tasks or (16 if args.quick else None),
-        synth_per_env=args.synth_tasks if args.synth_tasks is not None else (0 if args.quick else 8),
+        synth_per_env=(
+            args.synth_tasks
+            if args.synth_tasks is not None
+            else (0 if args.quick else DEFAULT_TRAIN_SYNTH_PER_ENV)
+        ),
         eval_synth_per_env=(
             args.eval_synth_tasks
             if args.eval_synth_tasks is not None
@@ -148,7 +153,7 @@ def register(cli: Cli) -> None:
     p.add_argument(
         "--synth-tasks",
         type=int,
-        help="graph-synthesized training tasks per training environment (default 8; 0 with --quick)",
+        help="graph-synthesized training tasks per training environment (default 16; 0 with --quick)",
     )
     p.add_argument(
         "--eval-synth-tasks",
