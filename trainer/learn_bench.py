@@ -310,8 +310,12 @@ async def run_learn_bench(
         eval_prepared, too_long = await within_budget(eval_prepared, base_dir, cfg, only=synth_keys)
         notes += [f"evaluation task skipped: {s}" for s in too_long]
         synth_keys &= {p.key for p in eval_prepared}
-    if not eval_prepared or not train_tasks or not grpo_tasks:
+    if not eval_prepared or not train_tasks:
         raise ValueError("the learning benchmark needs training tasks and held-out evaluation tasks")
+    if not grpo_tasks:
+        raise ValueError(
+            f"no fresh GRPO task fits the token budget ({config.grpo_synth_per_env} asked per training env)"
+        )
     say(
         f"{len(train_tasks)} training tasks from {len(train_names)} envs, {len(eval_prepared)} held-out tasks"
     )
