@@ -32,7 +32,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.env.runtime import Environment, ToolResult
+from arena.env.instance import ToolResult
+from arena.env.runtime import Environment
 from arena.episode.prompts import system_prompt_for
 from arena.episode.runner import EpisodeConfig, run_episode
 from arena.episode.transcript import Transcript

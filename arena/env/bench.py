@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from arena.env.errors import EnvLoadError
-from arena.env.runtime import Environment, ExecutableInstance, ToolSandbox
+from arena.env.instance import ExecutableInstance, ToolSandbox
+from arena.env.runtime import Environment
 from arena.env.spec import TestCase
 from arena.env.state import user_tables
 

@@ -14,7 +14,8 @@ from typing import Any
 import anyio.lowlevel
 from pydantic import BaseModel, Field
 
-from arena.env.runtime import Environment, ExecutableInstance, ToolResult, ToolSandbox
+from arena.env.instance import ExecutableInstance, ToolResult, ToolSandbox
+from arena.env.runtime import Environment
 from arena.env.spec import TestCase
 
 KEEP_ABOVE = 0.5

@@ -24,7 +24,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
-from arena.env.runtime import EnvInstance, ToolResult
+from arena.env.instance import EnvInstance, ToolResult
 from arena.episode.history import is_truncated, policy_view
 from arena.episode.parser import MalformedCall, ParsedTurn, clean_text, native_tool_calls, parse_tool_calls
 from arena.episode.prompts import (

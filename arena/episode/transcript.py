@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from arena.env.runtime import ToolResult
+from arena.env.instance import ToolResult
 from arena.episode.parser import MalformedCall
 from arena.types import Message, ToolCall, Usage
 

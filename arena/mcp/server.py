@@ -31,7 +31,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from arena.env.runtime import EnvInstance
+from arena.env.instance import EnvInstance
 from arena.types import ToolSpec
 
 log = structlog.get_logger(__name__)

@@ -17,9 +17,10 @@ import anyio
 import structlog
 
 from arena.env.errors import EnvLoadError, Problem
+from arena.env.instance import ToolSandbox
 from arena.env.loader import is_env_dir, load_environment
 from arena.env.registry import check_env_path, discover, env_dirs_in, env_path_from_environ, split_env_path
-from arena.env.runtime import Environment, ToolSandbox
+from arena.env.runtime import Environment
 from arena.env.unit_tests import run_tool_tests
 from ops.cli import Cli, CliError
 

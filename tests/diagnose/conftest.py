@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from arena.env.runtime import ToolResult
+from arena.env.instance import ToolResult
 from arena.episode.parser import MalformedCall
 from arena.episode.transcript import CallRecord, MalformedRecord, Transcript, TurnRecord
 from arena.tasks.model import AnswerCheck, StateMatchCheck, Task

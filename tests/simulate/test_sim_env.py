@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from arena.env.instance import EnvInstance
 from arena.env.loader import load_environment
-from arena.env.runtime import EnvInstance, Environment
+from arena.env.runtime import Environment
 from arena.protocols import UserContext
 from arena.tasks.judge import JUDGE_SYSTEM
 from arena.tasks.model import RubricCheck, Task

@@ -8,8 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from arena.env.instance import EnvInstance
 from arena.env.loader import load_environment
-from arena.env.runtime import EnvInstance, Environment, SandboxRequiredError
+from arena.env.runtime import Environment, SandboxRequiredError
 from arena.env.state import dump_state, states_equal
 
 CALLS = [

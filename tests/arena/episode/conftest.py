@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from arena.env.runtime import ToolResult
+from arena.env.instance import ToolResult
 from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec, Usage
 from simulate.embedded import tool_chat_template
