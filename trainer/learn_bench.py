@@ -10,30 +10,25 @@ and overall, the paired differences between stages, and wall times.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import structlog
 from pydantic import BaseModel, Field
 
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.model import Task
 from arena.types import SamplingParams
-from simulate.precision import resolve_dtype
-from trainer.checkpoints import load_policy
 from trainer.config import SftConfig, TrainerConfig
-from trainer.evaluate import EvalReport, Interval, evaluate, paired_bootstrap_diff, per_task, summarize
+from trainer.evaluate import EvalReport, Interval, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
+from trainer.learn_stage import run_stage
 from trainer.learn_tasks import fitting_synthesized_tasks, is_eval_task, synthesized_tasks, within_budget
 from trainer.memory import release_memory, track_peak_rss
-from trainer.metrics import TrainResult
 from trainer.sft import sft_warmup
-from trainer.stage_store import StageRecord, StageReport, StageStore, evaluation_key, weights_signature
+from trainer.stage_store import StageReport, StageStore
 from trainer.tasks import prepare_tasks
 
 log = structlog.get_logger(__name__)
@@ -188,81 +183,6 @@ def _by_source(report: EvalReport, synthesized: set[str]) -> dict[str, Interval]
     return out
 
 
-def _eval_config(config: LearnBenchConfig) -> TrainerConfig:
-    """The trainer config every stage is evaluated with: the training caps, the evaluation sampling."""
-    return config.trainer.with_sampling(temperature=config.eval_temperature, logprobs=False)
-
-
-def _eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:
-    """What an evaluation depends on besides the weights: tasks, their view, episode settings."""
-    cfg = _eval_config(config)
-    settings = {
-        "samples": config.eval_samples,
-        "episode": cfg.episode.model_dump(mode="json"),
-        "system_prompt": cfg.system_prompt,
-        "tool_subset": cfg.tool_subset,
-        "rollout_dtype": cfg.rollout_dtype,
-    }
-    return evaluation_key([p.fingerprint for p in prepared], settings)
-
-
-async def _evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:
-    from simulate.local import LocalChatModel
-
-    # Evaluated in the dtype the rollouts sample in (bfloat16 where native): the same for every stage.
-    dtype = resolve_dtype(config.trainer.rollout_dtype, "cpu")
-    async with track_peak_rss() as peak:
-        model, tokenizer = await anyio.to_thread.run_sync(
-            functools.partial(load_policy, policy_dir, dtype=dtype)
-        )
-        model.eval()
-        chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
-        try:
-            report = await evaluate(chat, prepared, _eval_config(config), samples=config.eval_samples)
-        finally:
-            del chat, model
-            release_memory(f"evaluated {policy_dir.name}")
-    return report.model_copy(update={"peak_rss_mb": peak.mb})
-
-
-async def _stage(
-    stage: str,
-    policy_dir: Path,
-    trained: TrainResult | None,
-    prepared: list[Any],
-    config: LearnBenchConfig,
-    store: StageStore,
-    say: Callable[[str], None],
-    *,
-    train_peak_rss_mb: int | None = None,
-    reused: dict[str, float] | None = None,
-) -> StageRecord:
-    """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished.
-
-    The time of what was reused (the earlier run's training, its evaluation) goes into `reused`.
-    """
-    reused = {} if reused is None else reused
-    record = store.load(stage, policy_dir)
-    if record is not None and trained is not None and trained.steps == 0 and record.train_steps:
-        reused[f"{stage} training"] = record.train_seconds
-    if record is None or (trained is not None and trained.steps > 0):
-        record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
-        if trained is not None:
-            record.train_seconds, record.train_steps = trained.seconds, trained.steps
-            record.train_peak_rss_mb = train_peak_rss_mb
-            record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
-            record.resampled_groups = trained.resampled_groups
-        store.save(record)
-    key = _eval_key(prepared, config)
-    if record.eval is not None and record.eval_key == key:
-        say(f"{stage}: evaluation reused from {store.folder}")
-        reused[f"{stage} evaluation"] = record.eval.seconds
-        return record
-    record.eval, record.eval_key = await _evaluate_dir(policy_dir, prepared, config), key
-    store.save(record)
-    return record
-
-
 async def run_learn_bench(
     base_dir: Path, out_dir: Path, config: LearnBenchConfig, *, progress: Callable[[str], None] | None = None
 ) -> LearnReport:
@@ -323,13 +243,13 @@ async def run_learn_bench(
     store = StageStore(out_dir / "stages")
     say("evaluating the base model")
     reused: dict[str, float] = {}
-    base = await _stage("base", base_dir, None, eval_prepared, config, store, say, reused=reused)
+    base = await run_stage("base", base_dir, None, eval_prepared, config, store, say, reused=reused)
     say(f"base pass rate {base.report().eval.overall.pass_rate.value:.2f}; SFT warm-up")
 
     async with track_peak_rss() as sft_peak:
         sft = await sft_warmup(0, train_tasks, base_dir, out_dir / "sft", cfg, envs=envs)
     release_memory("SFT warm-up done")
-    sft_stage = await _stage(
+    sft_stage = await run_stage(
         "sft",
         sft.policy_dir,
         sft,
@@ -355,7 +275,7 @@ async def run_learn_bench(
     release_memory("GRPO round done")
     if grpo.resumed_from_step:
         notes.append(f"GRPO resumed from step {grpo.resumed_from_step} (its time covers this run only)")
-    grpo_stage = await _stage(
+    grpo_stage = await run_stage(
         "grpo",
         grpo.policy_dir,
         grpo,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import trainer.learn_bench as learn_bench
+import trainer.learn_stage as learn_stage
 from trainer.evaluate import EpisodeScore, EvalReport, summarize
 from trainer.learn_bench import LearnBenchConfig, default_trainer_config
 from trainer.metrics import TrainResult
@@ -82,13 +82,13 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
         calls.append(policy_dir)
         return _report(len(calls) % 2 == 1)
 
-    monkeypatch.setattr(learn_bench, "_evaluate_dir", scripted_evaluate_dir)
+    monkeypatch.setattr(learn_stage, "evaluate_dir", scripted_evaluate_dir)
     policy = _policy(tmp_path / "sft" / "checkpoints" / "step-3")
     store = StageStore(tmp_path / "stages")
     config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
     tasks = [SimpleNamespace(key="library/t", fingerprint="library/t@1")]
     trained = TrainResult(round_id=0, phase="sft", policy_dir=policy, steps=3, seconds=40.0)
-    first = await learn_bench._stage(
+    first = await learn_stage.run_stage(
         "sft", policy, trained, tasks, config, store, print, train_peak_rss_mb=900
     )
     assert len(calls) == 1 and first.train_seconds == 40.0 and first.eval is not None
@@ -97,7 +97,7 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     # The killed run's rerun: training returns the finished checkpoint at once (no step taken).
     resumed = trained.model_copy(update={"steps": 0, "seconds": 0.1})
     reused: dict[str, float] = {}
-    again = await learn_bench._stage("sft", policy, resumed, tasks, config, store, print, reused=reused)
+    again = await learn_stage.run_stage("sft", policy, resumed, tasks, config, store, print, reused=reused)
     assert len(calls) == 1, "a finished evaluation of the same weights is not run again"
     assert again.report() == first.report()  # training figures of the run that trained
     # The reused work's time is reported, so a resumed run is not judged on its own wall time.
@@ -106,14 +106,14 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
     # Other evaluation settings: the same weights are evaluated again, training figures kept.
     config2 = config.model_copy(update={"eval_samples": 2})
     reused.clear()
-    third = await learn_bench._stage("sft", policy, resumed, tasks, config2, store, print, reused=reused)
+    third = await learn_stage.run_stage("sft", policy, resumed, tasks, config2, store, print, reused=reused)
     assert reused == {"sft training": 40.0}
     assert len(calls) == 2 and third.train_seconds == 40.0 and third.train_peak_rss_mb == 900
     assert third.eval is not None and third.eval.overall.pass_rate.value == 0.0
 
     # An edited task (a check, the prompt or a tool description): evaluated again as well.
     edited = [SimpleNamespace(key="library/t", fingerprint="library/t@2")]
-    await learn_bench._stage("sft", policy, resumed, edited, config2, store, print)
+    await learn_stage.run_stage("sft", policy, resumed, edited, config2, store, print)
     assert len(calls) == 3
 
 

@@ -1,0 +1,103 @@
+"""One stage of the learning benchmark: record its training, evaluate its policy, reuse finished work.
+
+A killed `arena bench learn` rerun into the same folder finds each stage's record (`StageStore`):
+an evaluation of the same weights under the same tasks and settings is not run again, and the time
+of whatever is reused is reported so the time target is judged on the whole demonstration.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from simulate.precision import resolve_dtype
+from trainer.checkpoints import load_policy
+from trainer.config import TrainerConfig
+from trainer.evaluate import EvalReport, evaluate
+from trainer.memory import release_memory, track_peak_rss
+from trainer.metrics import TrainResult
+from trainer.stage_store import StageRecord, StageStore, evaluation_key, weights_signature
+
+if TYPE_CHECKING:
+    from trainer.learn_bench import LearnBenchConfig
+
+
+def eval_config(config: LearnBenchConfig) -> TrainerConfig:
+    """The trainer config every stage is evaluated with: the training caps, the evaluation sampling."""
+    return config.trainer.with_sampling(temperature=config.eval_temperature, logprobs=False)
+
+
+def eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:
+    """What an evaluation depends on besides the weights: tasks, their view, episode settings."""
+    cfg = eval_config(config)
+    settings = {
+        "samples": config.eval_samples,
+        "episode": cfg.episode.model_dump(mode="json"),
+        "system_prompt": cfg.system_prompt,
+        "tool_subset": cfg.tool_subset,
+        "rollout_dtype": cfg.rollout_dtype,
+    }
+    return evaluation_key([p.fingerprint for p in prepared], settings)
+
+
+async def evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBenchConfig) -> EvalReport:
+    """Evaluate the policy in `policy_dir` on `prepared`, in the dtype the rollouts sample in."""
+    from simulate.local import LocalChatModel
+
+    # bfloat16 where native: the same dtype for every stage, so only the weights differ.
+    dtype = resolve_dtype(config.trainer.rollout_dtype, "cpu")
+    async with track_peak_rss() as peak:
+        model, tokenizer = await anyio.to_thread.run_sync(
+            functools.partial(load_policy, policy_dir, dtype=dtype)
+        )
+        model.eval()
+        chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
+        try:
+            report = await evaluate(chat, prepared, eval_config(config), samples=config.eval_samples)
+        finally:
+            del chat, model
+            release_memory(f"evaluated {policy_dir.name}")
+    return report.model_copy(update={"peak_rss_mb": peak.mb})
+
+
+async def run_stage(
+    stage: str,
+    policy_dir: Path,
+    trained: TrainResult | None,
+    prepared: list[Any],
+    config: LearnBenchConfig,
+    store: StageStore,
+    say: Callable[[str], None],
+    *,
+    train_peak_rss_mb: int | None = None,
+    reused: dict[str, float] | None = None,
+) -> StageRecord:
+    """Record the stage's training, evaluate its policy; reuse what a killed earlier run finished.
+
+    The time of what was reused (the earlier run's training, its evaluation) goes into `reused`.
+    """
+    reused = {} if reused is None else reused
+    record = store.load(stage, policy_dir)
+    if record is not None and trained is not None and trained.steps == 0 and record.train_steps:
+        reused[f"{stage} training"] = record.train_seconds
+    if record is None or (trained is not None and trained.steps > 0):
+        record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
+        if trained is not None:
+            record.train_seconds, record.train_steps = trained.seconds, trained.steps
+            record.train_peak_rss_mb = train_peak_rss_mb
+            record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
+            record.resampled_groups = trained.resampled_groups
+        store.save(record)
+    key = eval_key(prepared, config)
+    if record.eval is not None and record.eval_key == key:
+        say(f"{stage}: evaluation reused from {store.folder}")
+        reused[f"{stage} evaluation"] = record.eval.seconds
+        return record
+    record.eval, record.eval_key = await evaluate_dir(policy_dir, prepared, config), key
+    store.save(record)
+    return record
