@@ -8,9 +8,10 @@ import anyio
 import pytest
 
 from arena.difficulty import Difficulty
+from arena.synth.entities import entity_index
 from arena.synth.graph import build_graph
 from arena.synth.graph_tasks import synthesize_graph_tasks
-from arena.synth.writer import entity_index, forbidden_words
+from arena.synth.writer import forbidden_words
 from arena.tasks.gates import run_gates
 from arena.tasks.model import Task
 from ops.cli import main
