@@ -31,7 +31,7 @@ from starlette.routing import Route
 from ops.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
-    from ops.config import AdminConfig
+    from ops.config_sections import AdminConfig
     from ops.daemon import Daemon
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,8 @@ from arena.protocols import ChatModel, ModelError
 from ops.logging import route_library_logs
 
 if TYPE_CHECKING:
-    from ops.config import ArenaConfig, ModelConfig
+    from ops.config import ArenaConfig
+    from ops.config_sections import ModelConfig
     from ops.metrics import Metrics
 
 log = structlog.get_logger(__name__)

@@ -1,0 +1,277 @@
+"""The sections of Arena's configuration (`[data]`, `[store]`, `[models.policy]`, …) and their defaults.
+
+`ops.config.ArenaConfig` puts them together and loads them from the TOML file and the environment;
+each field's description says what it does (`arena config show` prints the effective values).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+
+class ConfigSection(BaseModel):
+    """A configuration table: unknown keys are refused."""
+
+    # Unknown keys are typos more often than not: refuse them so they are not silently ignored.
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class DataConfig(ConfigSection):
+    """Where Arena keeps its state."""
+
+    dir: Path = Field(Path("./var"), description="Store, checkpoints and caches (ARENA_DATA_DIR).")
+    env_path: list[Path] = Field(
+        default_factory=list, description="Extra environment folders (ARENA_ENV_PATH, ':'-separated)."
+    )
+
+    @field_validator("env_path", mode="before")
+    @classmethod
+    def _split_path(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p for p in value.split(":") if p]
+        return value
+
+
+class StoreConfig(ConfigSection):
+    """The arena store (SQLite by default, PostgreSQL in production)."""
+
+    url: str | None = Field(
+        None, description="SQLAlchemy async URL (ARENA_DATABASE_URL); default sqlite in the data dir."
+    )
+    busy_timeout_s: float = Field(30.0, gt=0, description="SQLite busy timeout.")
+    pool_size: int = Field(5, ge=1, le=100, description="Connection pool size (PostgreSQL).")
+    migrate_on_start: bool = Field(True, description="Apply Alembic migrations when the daemon starts.")
+
+    @field_validator("url")
+    @classmethod
+    def _async_driver(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith(("postgresql://", "postgres://")):
+            # Operators paste libpq URLs; the store needs the async driver.
+            return "postgresql+asyncpg://" + value.split("://", 1)[1]
+        if value.startswith("sqlite://"):
+            return "sqlite+aiosqlite://" + value.split("://", 1)[1]
+        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must be a sqlite+aiosqlite:// or postgresql+asyncpg:// URL")
+        return value
+
+
+class AdminConfig(ConfigSection):
+    """The admin HTTP API (also serves /metrics)."""
+
+    address: str = Field("127.0.0.1:8787", description="host:port of the admin API.")
+    token: SecretStr | None = Field(None, description="Bearer token for POST endpoints (ARENA_ADMIN_TOKEN).")
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"{value!r} is not host:port (e.g. 127.0.0.1:8787)")
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host part, without IPv6 brackets."""
+        return self.address.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        """The port part."""
+        return int(self.address.rpartition(":")[2])
+
+
+class DaemonConfig(ConfigSection):
+    """The round loop."""
+
+    grace_period_s: float = Field(30.0, gt=0, description="SIGTERM: time to finish the current step.")
+    last_round: int | None = Field(None, ge=1, description="Stop after completing this round (none: run on).")
+    retry_backoff_s: float = Field(5.0, ge=0, description="First wait before retrying a failed phase.")
+    max_phase_failures: int = Field(3, ge=1, description="Consecutive failures before the daemon pauses.")
+    readiness_interval_s: float = Field(10.0, gt=0, description="How often the model backends are probed.")
+    seed: int = Field(0, description="Base seed; each round derives its own.")
+
+
+class ModelConfig(ConfigSection):
+    """One model role; maps onto `simulate.backends.ModelSpec`."""
+
+    backend: Literal["local", "http"] = Field(
+        "local", description="local (transformers) or http (OpenAI API)."
+    )
+    model: str = Field("embedded", description="'embedded', a local folder, or the served model name.")
+    base_url: str | None = Field(None, description="OpenAI-compatible server, e.g. http://vllm:8000/v1.")
+    api_key: SecretStr | None = Field(None, description="API key for the http backend.")
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    connect_timeout_s: float = Field(10.0, gt=0, description="Connect timeout (http).")
+    max_retries: int = Field(3, ge=0, description="Retries on transient errors (http).")
+    concurrency: int = Field(4, ge=1, le=4096, description="Concurrent requests to this backend.")
+    device: str = Field("cpu", description="Device for the local backend (cpu, cuda, cuda:0).")
+    dtype: Literal["auto", "float32", "bfloat16"] | None = Field(
+        None,
+        description="Local backend: none is float32 on CPU (batch-invariant greedy decoding), bfloat16 "
+        "on GPU; auto is bfloat16 wherever native.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _http_needs_url(self) -> ModelConfig:
+        if self.backend == "http" and not self.base_url:
+            raise ValueError("the http backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+    def to_spec(self, data_dir: Path, role: str = "policy") -> Any:
+        """This section as a `simulate.backends.ModelSpec` (only the fields that model defines)."""
+        from simulate.backends import ModelSpec
+
+        values = self.model_dump()
+        values["api_key"] = self.api_key.get_secret_value() if self.api_key is not None else None
+        values["role"] = role
+        values["cache_dir"] = data_dir / "models"
+        known = set(ModelSpec.model_fields)
+        return ModelSpec.model_validate({k: v for k, v in values.items() if k in known})
+
+
+class ModelsConfig(ConfigSection):
+    """The trained policy and the helper (simulators, judge, task writer, diagnosis)."""
+
+    policy: ModelConfig = Field(default_factory=ModelConfig)
+    helper: ModelConfig = Field(default_factory=ModelConfig)
+
+
+class RoundConfig(ConfigSection):
+    """Sizes of one round."""
+
+    eval_envs_per_category: int = Field(2, ge=1, description="K arena environments per top-level category.")
+    eval_tasks_per_env: int = Field(4, ge=1, description="Fresh evaluation tasks per arena environment.")
+    eval_samples_per_task: int = Field(1, ge=1, le=64, description="Samples per evaluation task.")
+    samples_per_task: int = Field(4, ge=1, le=64, description="G: samples per training task (GRPO group).")
+    train_steps: int = Field(8, ge=0, description="Optimizer steps per round.")
+    max_turns: int = Field(10, ge=1, description="Turn cap of one episode.")
+    max_tokens_per_turn: int = Field(256, ge=1, description="Token cap of one policy turn.")
+    episode_concurrency: int = Field(4, ge=1, description="Episodes run at once.")
+    constrain_tool_calls: bool = Field(
+        False,
+        description="Grammar-constrain the policy's tool calls to the shown tools' schemas "
+        "(local: xgrammar; http: strict functions).",
+    )
+    eval_max_envs: int | None = Field(
+        None, ge=1, description="Evaluate at most this many arena environments per round (none: all)."
+    )
+    eval_simulated: bool = Field(
+        True, description="Also evaluate simulated arena environments (helper-played)."
+    )
+
+
+class CurriculumConfig(ConfigSection):
+    """Difficulty control; maps onto `curriculum.state.CurriculumConfig`."""
+
+    band_low: float = Field(0.3, ge=0, le=1, description="Success rate below which difficulty goes down.")
+    band_high: float = Field(0.7, ge=0, le=1, description="Success rate above which difficulty goes up.")
+    ema_alpha: float = Field(0.5, gt=0, le=1, description="Weight of the newest round in the success EMA.")
+    min_episodes: int = Field(4, ge=1, description="Fewer episodes than this in a round: hold difficulty.")
+    beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
+    weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
+    min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
+    cheap_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
+    tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
+    weak_threshold: float = Field(0.5, ge=0, le=1, description="Pass rate below which an env is weak.")
+
+    def to_curriculum_config(self) -> Any:
+        """This section as `curriculum.state.CurriculumConfig`."""
+        from curriculum.state import CurriculumConfig as Target
+
+        values = self.model_dump()
+        return Target.model_validate({k: v for k, v in values.items() if k in Target.model_fields})
+
+
+class SynthesisConfig(ConfigSection):
+    """Task synthesis."""
+
+    tasks_per_weak_env: int = Field(4, ge=0, description="Targeted tasks per weak environment.")
+    max_attempts: int = Field(3, ge=1, description="Generation attempts per task before giving up.")
+    complexify_db: bool = Field(True, description="Allow database complexification.")
+    writer: Literal["template", "model"] = Field(
+        "template", description="Instruction writer: template (no model call) or model (the helper)."
+    )
+
+
+class DiagnosisConfig(ConfigSection):
+    """The diagnosis agent (the helper with a sandboxed Python tool) and its budget."""
+
+    agent: bool = Field(True, description="Ask the helper; off: the statistical ranking only.")
+    sandbox: bool = Field(True, description="Give the agent its sandboxed Python tool.")
+    max_calls: int = Field(6, ge=1, description="Helper calls per diagnosis.")
+    max_tokens: int = Field(40_000, ge=100, description="Tokens per diagnosis.")
+    max_seconds: float = Field(300.0, gt=0, description="Wall time per diagnosis before the fallback.")
+    max_tokens_per_call: int = Field(900, ge=16, description="Completion tokens per helper call.")
+    max_weak: int = Field(5, ge=1, description="Weak environments reported at most.")
+
+
+class TrainerConfig(ConfigSection):
+    """GRPO."""
+
+    learning_rate: float = Field(1e-6, gt=0, description="Optimizer learning rate.")
+    kl_beta: float = Field(0.0, ge=0, description="KL coefficient.")
+    clip_low: float = Field(0.2, gt=0, description="PPO clip (lower).")
+    clip_high: float = Field(0.28, gt=0, description="DAPO clip-higher (upper).")
+    batch_size: int = Field(8, ge=1, description="Episodes per optimizer step.")
+    dynamic_sampling_passes: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description="Extra sampling passes per step that replace zero-variance groups (DAPO dynamic sampling).",
+    )
+    keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk.")
+    use_lora: bool = Field(False, description="Train LoRA adapters instead of full weights.")
+    sft_warmup: bool = Field(
+        True, description="Supervised warm-up before the first GRPO round of a fresh policy."
+    )
+    sft_epochs: float = Field(3.0, gt=0, description="Epochs of the SFT warm-up.")
+    system_prompt: Literal["full", "compact"] = Field(
+        "full", description="Policy system prompt: full (with env rules) or compact (no rules)."
+    )
+    tool_subset: int | None = Field(
+        None, ge=0, description="Show each task its reference tools plus N distractors (none: all tools)."
+    )
+    publish_dir: Path | None = Field(
+        None, description="Folder the HTTP policy server reads new weights from (http policy backend)."
+    )
+    base_model: Path | None = Field(
+        None, description="Initial policy weights (folder); default the policy model when local."
+    )
+
+
+class SandboxConfig(ConfigSection):
+    """Where untrusted code runs."""
+
+    mode: Literal["synthesized", "all"] = Field(
+        "synthesized", description="'all' sandboxes every environment (ARENA_SANDBOX)."
+    )
+    workers: int = Field(2, ge=1, description="Sandbox worker processes.")
+    cpu_seconds: float = Field(5.0, gt=0, description="CPU time per job.")
+    memory_mb: int = Field(512, ge=64, description="Memory per job.")
+    wall_timeout_s: float = Field(10.0, gt=0, description="Wall-clock timeout per job.")
+
+
+class LoggingConfig(ConfigSection):
+    """Log output."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="Minimum level.")
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto: console on a terminal, JSON lines otherwise."
+    )
+
+    @field_validator("level", "format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
