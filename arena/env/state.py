@@ -47,10 +47,15 @@ def from_image(image: bytes) -> sqlite3.Connection:
     return conn
 
 
-def user_tables(conn: sqlite3.Connection) -> list[str]:
-    """The tables of a database, internal `sqlite_*` ones excluded, sorted by name."""
+def user_tables(conn: sqlite3.Connection, *, by_name: bool = True) -> list[str]:
+    """The tables of a database, internal `sqlite_*` ones excluded.
+
+    Sorted by name, or with `by_name=False` in the order the schema created them (the synthesizers
+    draw from tables in that order, so their seeded choices depend on it).
+    """
+    order = "name" if by_name else "rowid"
     rows = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        f"SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY {order}"
     ).fetchall()
     return [r[0] for r in rows]
 

@@ -27,7 +27,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from arena.env.loader import load_environment
-from arena.env.state import copy_state
+from arena.env.state import copy_state, user_tables
 from arena.protocols import ChatModel, ModelError
 from arena.synth.cost import ReportObserver, StageMeter, SynthesisReport
 from arena.types import Message, SamplingParams
@@ -64,13 +64,7 @@ class _Table(BaseModel):
 
 def _tables(conn: sqlite3.Connection) -> list[_Table]:
     out: list[_Table] = []
-    names = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
-    for name in names:
+    for name in user_tables(conn, by_name=False):
         info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
         fks = {r[3]: (r[2], r[4]) for r in conn.execute(f'PRAGMA foreign_key_list("{name}")')}
         unique: set[str] = set()

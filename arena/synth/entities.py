@@ -11,6 +11,7 @@ import re
 import sqlite3
 from typing import Any
 
+from arena.env.state import user_tables
 from arena.synth.values import is_id_like, singular
 
 _NAME_COLS = ("name", "title", "label", "subject", "full_name", "brand", "nickname")
@@ -29,13 +30,7 @@ class EntityIndex:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.rows: dict[str, tuple[str, dict[str, Any]]] = {}
         self.tables: dict[str, list[dict[str, Any]]] = {}
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
-        for table in tables:
+        for table in user_tables(conn, by_name=False):
             info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
             pks = [r[1] for r in info if r[5]]
             if len(pks) != 1:

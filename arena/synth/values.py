@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from arena.env.state import user_tables
+
 # Suffixes that make a field an identifier: such fields may feed a parameter whose name only ends
 # with them (`from_account_id` <- `account_id`, `new_sku` <- `sku`).
 _ID_SUFFIXES = ("_id", "id", "sku", "email", "_no", "_number", "_code")
@@ -109,13 +111,7 @@ class ValuePools:
 
     def load_database(self, conn: sqlite3.Connection, user_id: int | str) -> None:
         """Distinct values of every column; tables with a `user_id` column only give the user's rows."""
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
-        for table in tables:
+        for table in user_tables(conn, by_name=False):
             cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
             where, params = ("", ())
             if "user_id" in cols:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from arena.env.state import to_image
+from arena.env.state import to_image, user_tables
 from arena.protocols import ChatModel
 from arena.tasks.judge import judge_rubric
 from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
@@ -111,11 +111,6 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-    return {r[0] for r in rows}
-
-
 def compare_states(
     actual: sqlite3.Connection, expected: sqlite3.Connection, ignore: Sequence[str] = ()
 ) -> str | None:
@@ -130,7 +125,7 @@ def compare_states(
             table, col = item.split(".", 1)
             skip_cols.setdefault(table, set()).add(col)
     problems: list[str] = []
-    got_tables, want_tables = _tables(actual) - skip_tables, _tables(expected) - skip_tables
+    got_tables, want_tables = set(user_tables(actual)) - skip_tables, set(user_tables(expected)) - skip_tables
     for table in sorted(got_tables ^ want_tables):
         problems.append(f"table {table} {'unexpected' if table in got_tables else 'missing'}")
     for table in sorted(got_tables & want_tables):
