@@ -32,6 +32,7 @@ from ops.metrics import Metrics
 from ops.models import ModelHub
 from ops.phases import default_phases
 from ops.phases.base import Phase, PhaseContext, StopRequested
+from trainer.memory import release_memory
 
 log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
@@ -326,6 +327,11 @@ class Daemon:
                     failures += 1
                     await self._phase_failed(round_no, phase.name, exc, failures)
                     continue
+                finally:
+                    # Each phase's peak (evaluation KV caches, a trainer's optimizer state) is freed
+                    # into glibc's heap, which keeps it: give it back before the next phase, so a
+                    # daemon that runs for weeks holds one phase's peak, not the sum of all of them.
+                    release_memory(f"{phase.name} phase")
                 elapsed = time.monotonic() - started
                 self.metrics.phase_duration.labels(phase=phase.name).observe(elapsed)
                 log.info("phase.done", seconds=round(elapsed, 3))

@@ -58,7 +58,6 @@ class TrainPhase(BasePhase):
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
         from arena.tasks.model import Task
         from trainer.grpo import train_round
-        from trainer.memory import release_memory
         from trainer.sft import needs_warmup, sft_warmup
 
         wanted = ctx.previous.get("synthesize", {}).get("tasks", [])
@@ -106,7 +105,6 @@ class TrainPhase(BasePhase):
                 envs=envs,
                 sandbox=pool,
             )
-        release_memory("training phase done")  # the evaluation of the next round loads models anew
         ctx.metrics.grpo_zero_variance.inc(grpo.zero_variance_groups)
         ctx.metrics.grpo_resampled.inc(grpo.resampled_groups)
         log.info(

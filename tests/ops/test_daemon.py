@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from arena.store import PHASES, Store, check_integrity, repo
 from ops.daemon import Daemon
@@ -33,9 +34,13 @@ async def test_restart_resumes_at_first_unfinished_phase(make_config, fakes, run
     daemon2 = Daemon(
         config, phases=fakes.fake_phases(steps=2, calls=calls2), max_rounds=1, handle_signals=False
     )
-    async with run_daemon(daemon2):
-        pass  # runs round 1 to the end, then exits (max_rounds=1)
+    with capture_logs() as logs:
+        async with run_daemon(daemon2):
+            pass  # runs round 1 to the end, then exits (max_rounds=1)
     assert calls2 == ["plan", "synthesize", "train", "publish"]  # committed phases are not redone
+    # Each phase gives its peak back before the next one starts.
+    released = [e["reason"] for e in logs if e["event"] == "memory.released"]
+    assert released == [f"{name} phase" for name in calls2]
     async with Store(config.database_url) as store, store.transaction() as s:
         rnd = await repo.get_round(s, 1)
         assert rnd is not None and rnd.status == "completed"
