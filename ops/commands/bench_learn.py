@@ -64,6 +64,10 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         trainer = trainer.model_copy(
             update={"sft": trainer.sft.model_copy(update={"epochs": args.sft_epochs})}
         )
+    if args.grpo_lr is not None:
+        if not 0 < args.grpo_lr <= 1:
+            raise CliError("--grpo-lr must be in (0, 1]")
+        trainer = trainer.model_copy(update={"learning_rate": args.grpo_lr})
     if args.grpo_temperature is not None:
         if not 0 < args.grpo_temperature <= 2:
             raise CliError("--grpo-temperature must be in (0, 2]")
@@ -146,6 +150,7 @@ def register(cli: Cli) -> None:
     p.add_argument("--eval-envs", help="comma-separated held-out environments")
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
+    p.add_argument("--grpo-lr", type=float, help="GRPO learning rate (default 2e-5)")
     p.add_argument(
         "--grpo-temperature", type=float, help="sampling temperature of the GRPO rollouts (default 1.0)"
     )

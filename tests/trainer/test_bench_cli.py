@@ -79,6 +79,8 @@ def test_out_of_range_numbers_are_clear_errors(
     assert "--grpo-synth-tasks must be 0 or more" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-temperature", "0"]) == 2
     assert "--grpo-temperature must be in (0, 2]" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-lr", "0"]) == 2
+    assert "--grpo-lr must be in (0, 1]" in capsys.readouterr().err
 
 
 @pytest.mark.anyio
