@@ -59,9 +59,6 @@ def build_cli() -> Cli:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `arena` script."""
-    from trainer.memory import limit_malloc_arenas
-
-    limit_malloc_arenas()  # before any thread allocates: see its docstring
     cli = build_cli()
     args = cli.parser.parse_args(argv)
     func = getattr(args, "func", None)

@@ -22,6 +22,7 @@ import torch
 
 from arena.types import SamplingParams
 from simulate.constrained import GrammarCache, RowMasks
+from simulate.heap import trim_heap
 from simulate.kv_reuse import PrefixKVStore, batch_cache, prefill_rows, row_from_batch
 
 
@@ -98,6 +99,10 @@ def decode_batch(
     finally:
         if was_training:
             model.train()
+        # The batch's KV caches are garbage now, in heap pages glibc would keep. Evaluating an SFT
+        # policy on the learn bench's 47 held-out tasks peaked at 8.5 GiB resident without this
+        # and 6.0 GiB with it, in the same time (168 s vs 163 s, 2 cores).
+        trim_heap()
 
 
 def _decode(

@@ -1,5 +1,6 @@
-"""Giving memory back between the heavy phases (training, evaluation) of one long process, capping
-glibc's per-thread arenas, and measuring what a phase took at its peak.
+"""Giving memory back between the heavy phases (training, evaluation) of one long process, and
+measuring what a phase took at its peak. The trimming itself is `simulate.heap`: the decode loop
+trims after each batch too.
 
 A GRPO round leaves reference cycles behind (the TRL trainer, its callbacks, the rollout model),
 and CPU PyTorch frees tensors into glibc's heap, which keeps the pages. Without both steps a learn
@@ -9,17 +10,13 @@ bench run grew past 24 GB by its third evaluation and was killed by the kernel.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import gc
-import os
-import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 import structlog
+
+from simulate.heap import trim_heap
 
 log = structlog.get_logger(__name__)
 
@@ -36,58 +33,11 @@ def resident_bytes() -> int | None:
     return pages * resource.getpagesize()
 
 
-@functools.cache
-def _glibc() -> Any:
-    """glibc, loaded once (`find_library` runs a subprocess); None elsewhere (macOS, musl)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return None
-    with contextlib.suppress(OSError):
-        libc = ctypes.CDLL(libc_name)
-        # musl has neither: nothing to tune or trim there.
-        if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt"):
-            return libc
-    return None
-
-
-# glibc's mallopt parameter number for the arena cap (malloc.h: M_ARENA_MAX).
-_M_ARENA_MAX = -8
-DEFAULT_MALLOC_ARENAS = 2
-
-
-def limit_malloc_arenas(arenas: int = DEFAULT_MALLOC_ARENAS) -> int | None:
-    """Cap glibc's malloc arenas for this process; returns the cap in force (None without glibc).
-
-    glibc gives each thread that allocates its own heap arena (up to 8 per core) and keeps the
-    freed pages of each. Decode batches, tokenization and grammar compilation run on worker
-    threads, so a long process holds several arenas full of freed KV-cache and activation pages:
-    a learn-bench evaluation reached 20 GiB resident that way. Call this first thing in the
-    process, before threads allocate. `MALLOC_ARENA_MAX` set by the operator wins (glibc read it
-    at start-up), so it is left alone.
-    """
-    libc = _glibc()
-    if libc is None:
-        return None
-    configured = os.environ.get("MALLOC_ARENA_MAX", "").strip()
-    if configured:
-        return int(configured) if configured.isdigit() else None
-    if arenas < 1:
-        raise ValueError(f"malloc arenas must be at least 1, got {arenas}")
-    if not libc.mallopt(_M_ARENA_MAX, arenas):
-        log.warning("memory.arena_cap_refused", arenas=arenas)
-        return None
-    return arenas
-
-
 def release_memory(reason: str) -> None:
     """Collect cycles and return free heap pages to the OS (glibc `malloc_trim`; a no-op elsewhere)."""
     before = resident_bytes()
     collected = gc.collect()
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim_heap()
     after = resident_bytes()
     log.info(
         "memory.released",
