@@ -72,9 +72,9 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         tasks_per_step=2,
         # At 1,000–2,000 tokens of context decoding is bound by reading the KV cache, so a row
         # costs about as much in a batch of 8 as of 16: two groups per step, more steps.
-        # Measured on 2 CPU cores without AVX-512 (README, Benchmarks): SFT 75 min (132 tasks, 2
-        # epochs), these 6 GRPO steps 2–5 min each, and the evaluations 4 min for the base policy
-        # but 8 min once the policy makes calls, so the whole run exceeds the 60-minute target.
+        # Measured (README, Benchmarks): on 2 cores with AVX-512 BF16 SFT takes 27 min (132 tasks,
+        # 2 epochs), a GRPO step 2–3 min, an evaluation 1–4 min: 56 min in all with 8 steps. On 2
+        # cores without AVX-512 (float32 rollouts) SFT alone takes 75 min and the run 2 hours.
         max_steps=2 if quick else 6,
         learning_rate=2e-5,
         system_prompt="compact",
