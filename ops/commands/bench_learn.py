@@ -64,6 +64,10 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         trainer = trainer.model_copy(
             update={"sft": trainer.sft.model_copy(update={"epochs": args.sft_epochs})}
         )
+    if args.grpo_tasks_per_step is not None:
+        if args.grpo_tasks_per_step < 1:
+            raise CliError("--grpo-tasks-per-step must be at least 1")
+        trainer = trainer.model_copy(update={"tasks_per_step": args.grpo_tasks_per_step})
     if args.grpo_lr is not None:
         if not 0 < args.grpo_lr <= 1:
             raise CliError("--grpo-lr must be in (0, 1]")
@@ -151,6 +155,11 @@ def register(cli: Cli) -> None:
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
     p.add_argument("--grpo-lr", type=float, help="GRPO learning rate (default 2e-5)")
+    p.add_argument(
+        "--grpo-tasks-per-step",
+        type=int,
+        help="GRPO groups (tasks) per optimizer step (default 2; 4 samples each)",
+    )
     p.add_argument(
         "--grpo-temperature", type=float, help="sampling temperature of the GRPO rollouts (default 1.0)"
     )
