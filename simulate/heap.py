@@ -19,23 +19,21 @@ from typing import Any
 
 
 @functools.cache
-def _glibc() -> Any:
-    """glibc, loaded once (`find_library` runs a subprocess); None elsewhere (macOS, musl)."""
+def _malloc_trim() -> Any:
+    """glibc's `malloc_trim`, looked up once (`find_library` runs a subprocess); None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     libc_name = ctypes.util.find_library("c")
     if not libc_name:
         return None
-    with contextlib.suppress(OSError):
-        libc = ctypes.CDLL(libc_name)
-        # musl has no malloc_trim: nothing to trim there.
-        if hasattr(libc, "malloc_trim"):
-            return libc
+    # Not glibc (musl has no malloc_trim): nothing to trim.
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(libc_name).malloc_trim
     return None
 
 
 def trim_heap() -> None:
     """Return the free pages of every malloc arena to the OS (glibc `malloc_trim`)."""
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
