@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -93,10 +94,20 @@ async def test_dynamic_sampling_swaps_a_flat_group_for_one_with_signal(embedded_
 
 
 @pytest.mark.anyio
-async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_path: Path) -> None:
+async def test_one_grpo_step_changes_the_weights(
+    embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch
     from safetensors.torch import load_file
 
+    trained: list[dict[str, list[Any]]] = []
+    build_output = RolloutBridge.build_output
+
+    def recording(self: RolloutBridge, batch: SampledBatch, **kwargs: Any) -> dict[str, list[Any]]:
+        trained.append(build_output(self, batch, **kwargs))
+        return trained[-1]
+
+    monkeypatch.setattr(RolloutBridge, "build_output", recording)
     seen: list[StepMetrics] = []
     with capture_logs() as logs:
         result = await train_round(
@@ -119,6 +130,36 @@ async def test_one_grpo_step_changes_the_weights(embedded_model_path: Path, tmp_
     assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
     lineage = (result.policy_dir / "lineage.json").read_text()
     assert '"phase": "grpo"' in lineage and str(embedded_model_path) in lineage
+    # The step went the right way: episodes that beat their group's mean became more likely,
+    # the others less (mean log-probability of each episode's policy tokens, before and after).
+    gains = _logp_gains(embedded_model_path, result.policy_dir, trained[0])
+    mean = sum(trained[0]["reward"]) / len(trained[0]["reward"])
+    better = [g for g, r in zip(gains, trained[0]["reward"], strict=True) if r > mean]
+    worse = [g for g, r in zip(gains, trained[0]["reward"], strict=True) if r < mean]
+    assert better and worse
+    assert min(better) > 0 > max(worse), f"log-prob gains {gains} for rewards {trained[0]['reward']}"
+
+
+def _logp_gains(before_dir: Path, after_dir: Path, batch: dict[str, list[Any]]) -> list[float]:
+    """Per episode: the mean change of its policy tokens' log-probabilities from one policy to another."""
+    import torch
+
+    from trainer.checkpoints import load_policy
+    from trainer.policy_logps import policy_token_logps
+
+    models = [load_policy(folder, device="cpu")[0].eval() for folder in (before_dir, after_dir)]
+    gains: list[float] = []
+    for prompt, completion, mask in zip(
+        batch["prompt_ids"], batch["completion_ids"], batch["env_mask"], strict=True
+    ):
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            before, after = (
+                policy_token_logps(m, ids, torch.ones_like(ids), torch.tensor([mask]))[0].sum()
+                for m in models
+            )
+        gains.append(float(after - before) / max(1, sum(mask)))
+    return gains
 
 
 @pytest.mark.anyio

@@ -8,7 +8,9 @@ import pytest
 
 from arena.env.registry import Registry
 from arena.episode.history import policy_view
+from arena.episode.runner import EpisodeConfig, run_episode
 from arena.tasks.toml_io import load_tasks
+from arena.types import Completion, Message, ToolSpec, Usage
 from trainer.config import SftConfig
 from trainer.sft import IGNORE, needs_warmup, reference_messages, render_examples, sft_warmup
 from trainer.tasks import prepare_tasks
@@ -57,6 +59,66 @@ async def test_reference_trajectory_trains_only_assistant_tokens(embedded_model_
         tokenize=False,
     )
     assert tok.decode(ex.input_ids) == full.rstrip("\n")
+
+
+class ScriptedReferencePolicy:
+    """A scripted policy that plays a reference conversation's assistant turns, in order.
+
+    Its prompts are the real model's (`LocalChatModel.render_prompt`: chat template, tools, earlier
+    turns' ids) and its completions are the turn's text tokenized, then the end-of-turn token: the
+    token chain a real policy would leave had it sampled exactly the reference.
+    """
+
+    def __init__(self, chat: object, turns: list[str]) -> None:
+        self.chat_model = chat
+        self.turns = list(turns)
+
+    async def chat(
+        self, messages: list[Message], *, tools: list[ToolSpec] | None = None, params: object = None
+    ) -> Completion:
+        tok = self.chat_model.tokenizer
+        prompt = self.chat_model.render_prompt(messages, tools)
+        text = self.turns.pop(0)
+        completion = [
+            *tok(text, add_special_tokens=False)["input_ids"],
+            tok.convert_tokens_to_ids("<|im_end|>"),
+        ]
+        return Completion(
+            text=text,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(completion)),
+        )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("task_id", ["renew-project-hail-mary", "renew-everything-possible"])
+async def test_reference_example_is_the_token_chain_of_an_episode_playing_it(
+    embedded_model_path: Path, task_id: str
+) -> None:
+    """SFT trains on exactly the tokens, and the loss mask, of an episode that replays the reference
+    through the episode runner: no train/serve difference in prompts, history or observations."""
+    from simulate.local import LocalChatModel
+
+    chat = LocalChatModel.load(embedded_model_path, device="cpu")
+    prepared, _ = await prepare_tasks([library_task(task_id)], system_prompt="compact", tool_subset=1)
+    item = prepared[0]
+    messages = await reference_messages(item)
+    assert messages is not None
+    [example] = render_examples(chat.tokenizer, item, messages, history_turns=None, max_length=1 << 16)
+    policy = ScriptedReferencePolicy(chat, [m.content for m in messages if m.role == "assistant"])
+    instance = item.env.new_instance()
+    try:
+        transcript = await run_episode(
+            policy, instance, item.task, config=EpisodeConfig(max_turns=8), system_prompt=item.system_prompt
+        )
+    finally:
+        await instance.aclose()
+    assert transcript.finish == "answered" and not policy.turns and not transcript.chain_breaks
+    [chain] = transcript.chains
+    assert chain.prompt_ids() + chain.completion_ids() == example.input_ids
+    trained = [0] * len(chain.prompt_ids()) + chain.mask()
+    assert trained == [int(label != IGNORE) for label in example.labels]
 
 
 @pytest.mark.anyio
