@@ -231,6 +231,12 @@ class TrainerConfig(ConfigSection):
         le=16,
         description="Extra sampling passes per step that replace zero-variance groups (DAPO dynamic sampling).",
     )
+    iterations_per_batch: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Optimizer steps on each rollout batch (GRPO's mu; above 1 the clip bounds the reuse).",
+    )
     keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk.")
     use_lora: bool = Field(False, description="Train LoRA adapters instead of full weights.")
     sft_warmup: bool = Field(

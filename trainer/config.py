@@ -95,6 +95,11 @@ class TrainerConfig(BaseModel):
     # rewards were all equal by groups of tasks not yet drawn this step, so fewer steps are spent on
     # groups without signal (each pass costs a rollout of the groups it replaces).
     dynamic_sampling_passes: int = Field(default=1, ge=0, le=16)
+    # Optimizer steps on each batch of rollouts (GRPO's μ). With 1 the ratio to the sampling policy
+    # is 1 at every step and the clip never binds; above 1 the batch is reused and the clipped ratio
+    # bounds how far the later steps move the policy on it (a trust region), so each costly rollout
+    # batch is learned from more than once.
+    iterations_per_batch: int = Field(default=1, ge=1, le=16)
     max_grad_norm: float = Field(default=1.0, gt=0.0)
     # Sequences per forward/backward pass: a step's G × tasks_per_step completions are split into
     # micro-batches (gradient accumulation, one generation per optimizer step), which bounds memory.

@@ -61,9 +61,10 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
         output_dir=str(out_dir / "trl"),
         per_device_train_batch_size=config.micro_batch,
         num_generations=config.group_size,
-        # One generation of the whole step's groups, trained in micro-batches (on-policy: no old logps).
+        # One generation of the whole step's groups, trained in micro-batches; with several iterations
+        # the same generation feeds that many optimizer steps (TRL then keeps the old log-probs).
         gradient_accumulation_steps=config.batch_size // config.micro_batch,
-        num_iterations=1,
+        num_iterations=config.iterations_per_batch,
         max_steps=max_steps,
         learning_rate=config.learning_rate,
         lr_scheduler_type="constant",

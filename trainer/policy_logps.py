@@ -7,9 +7,11 @@ entirely. Measured on one 1,500-token episode with the embedded model on 2 cores
 7.6 s per forward/backward, this one 3.3 s; a masked-out micro-batch costs a one-token forward.
 
 The trainer subclass hands the loss mask (completion mask × `env_mask`) to the scorer while TRL
-computes the on-policy training loss; everywhere else (reference model, old log-probs, a loss that
-compares with stored old log-probs) TRL's own path runs.
-Values at masked positions are zero: every use of them in the loss is multiplied by the mask.
+computes the training loss; everywhere else (reference model, the old log-probs of a reused
+generation) TRL's own path runs. Values at masked positions are zero: every use of them in the loss
+is multiplied by the mask. Where the loss compares them with stored old log-probs (several
+iterations per generation), those are zeroed at the same positions, so the ratio there is
+exp(0 - 0) = 1 instead of the overflow of exp(0 - old).
 """
 
 from __future__ import annotations
@@ -77,10 +79,10 @@ def policy_token_trainer_class() -> type:
             mask = inputs["completion_mask"]
             if "tool_mask" in inputs:
                 mask = mask * inputs["tool_mask"]
-            # With stored old log-probs (several iterations per generation) the ratio exp(new - old)
-            # would overflow where `new` is the zero of a masked position: TRL's own path then.
-            on_policy = inputs.get("old_per_token_logps") is None
-            self._loss_mask = mask if on_policy and self.off_policy_mask_threshold is None else None
+            old = inputs.get("old_per_token_logps")
+            if old is not None:  # a reused generation: masked positions must agree with our zeros
+                inputs = {**inputs, "old_per_token_logps": old * mask.to(old.dtype)}
+            self._loss_mask = mask if self.off_policy_mask_threshold is None else None
             try:
                 return super()._compute_loss(model, inputs)
             finally:

@@ -72,6 +72,10 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         if not 0 < args.grpo_lr <= 1:
             raise CliError("--grpo-lr must be in (0, 1]")
         trainer = trainer.model_copy(update={"learning_rate": args.grpo_lr})
+    if args.grpo_iterations is not None:
+        if not 1 <= args.grpo_iterations <= 16:
+            raise CliError("--grpo-iterations must be between 1 and 16")
+        trainer = trainer.model_copy(update={"iterations_per_batch": args.grpo_iterations})
     if args.grpo_temperature is not None:
         if not 0 < args.grpo_temperature <= 2:
             raise CliError("--grpo-temperature must be in (0, 2]")
@@ -159,6 +163,11 @@ def register(cli: Cli) -> None:
         "--grpo-tasks-per-step",
         type=int,
         help="GRPO groups (tasks) per optimizer step (default 2; 4 samples each)",
+    )
+    p.add_argument(
+        "--grpo-iterations",
+        type=int,
+        help="GRPO optimizer steps on each batch of rollouts (default 1; above 1 the clip bounds the reuse)",
     )
     p.add_argument(
         "--grpo-temperature", type=float, help="sampling temperature of the GRPO rollouts (default 1.0)"

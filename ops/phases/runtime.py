@@ -98,6 +98,7 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         epsilon=tr.clip_low,
         epsilon_high=max(tr.clip_high, tr.clip_low),
         dynamic_sampling_passes=tr.dynamic_sampling_passes,
+        iterations_per_batch=tr.iterations_per_batch,
         seed=ctx.config.daemon.seed + ctx.round,
         lora=LoraConfig(enabled=tr.use_lora),
         episode=episode,

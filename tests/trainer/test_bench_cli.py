@@ -83,6 +83,8 @@ def test_out_of_range_numbers_are_clear_errors(
     assert "--grpo-lr must be in (0, 1]" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-tasks-per-step", "0"]) == 2
     assert "--grpo-tasks-per-step must be at least 1" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-iterations", "0"]) == 2
+    assert "--grpo-iterations must be between 1 and 16" in capsys.readouterr().err
 
 
 @pytest.mark.anyio

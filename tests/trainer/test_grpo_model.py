@@ -188,3 +188,20 @@ async def test_a_round_trains_the_substitute_of_a_flat_group(
     outcomes = {o.task: o for o in result.task_outcomes}
     assert outcomes[never.full_id].episodes == 4 and outcomes[never.full_id].passed == 0
     assert outcomes[letters_task().full_id].episodes == 8
+
+
+@pytest.mark.anyio
+async def test_a_reused_rollout_batch_feeds_several_clipped_steps(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """`iterations_per_batch=2`: one batch of rollouts, two optimizer steps; the second compares the
+    moved policy with the one that sampled (finite ratio on the policy tokens, a clip fraction)."""
+    seen: list[StepMetrics] = []
+    config = tiny_config(max_steps=2, iterations_per_batch=2)
+    result = await train_round(
+        0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append
+    )
+    assert result.steps == 2 and result.episodes == 4  # the second step drew no new rollouts
+    assert [m.step for m in seen] == [1, 2]
+    assert all(m.finite() and m.clip_fraction is not None for m in seen)
+    assert seen[1].loss != seen[0].loss  # the same batch, a moved policy
