@@ -81,7 +81,8 @@ def policy_token_trainer_class() -> type:
                 mask = mask * inputs["tool_mask"]
             old = inputs.get("old_per_token_logps")
             if old is not None:  # a reused generation: masked positions must agree with our zeros
-                inputs = {**inputs, "old_per_token_logps": old * mask.to(old.dtype)}
+                # masked_fill, not a product: an old log-prob of -inf times 0 would be NaN.
+                inputs = {**inputs, "old_per_token_logps": old.masked_fill(mask == 0, 0.0)}
             self._loss_mask = mask if self.off_policy_mask_threshold is None else None
             try:
                 return super()._compute_loss(model, inputs)

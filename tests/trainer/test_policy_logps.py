@@ -98,7 +98,8 @@ def test_a_reused_generation_scores_against_old_logps_only_where_the_loss_looks(
     ids = torch.cat([prompt, completion], dim=1)
     with torch.no_grad(), trainer.accelerator.autocast():  # as the loss scores them
         current, _ = policy_token_logps(trainer.model, ids, torch.ones_like(ids), policy)
-    old = current.masked_fill(policy == 0, -1e4)
-    reused = trainer._compute_loss(trainer.model, {**inputs, "old_per_token_logps": old})
-    assert torch.isfinite(reused)
-    assert torch.allclose(reused, on_policy, atol=1e-5), (reused, on_policy)
+    for extreme in (-1e4, float("-inf")):
+        old = current.masked_fill(policy == 0, extreme)
+        reused = trainer._compute_loss(trainer.model, {**inputs, "old_per_token_logps": old})
+        assert torch.isfinite(reused), extreme
+        assert torch.allclose(reused, on_policy, atol=1e-5), (extreme, reused, on_policy)
