@@ -12,11 +12,15 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ops.cli import Cli, CliError
 from ops.commands.envs import quiet_logs
+
+if TYPE_CHECKING:
+    from trainer.config import TrainerConfig
 
 
 def _pct(i: dict[str, float]) -> str:
@@ -25,6 +29,55 @@ def _pct(i: dict[str, float]) -> str:
 
 def _mb(value: int | None) -> str:
     return "-" if value is None else f"{value / 1024:.1f} GiB"
+
+
+# Flags that set a trainer field → the field's path in `TrainerConfig`. Their bounds are the
+# config's own: the flags are applied to its data and validated again, so they cannot drift apart.
+_TRAINER_FLAGS: dict[str, tuple[str, ...]] = {
+    "grpo_steps": ("max_steps",),
+    "grpo_lr": ("learning_rate",),
+    "grpo_tasks_per_step": ("tasks_per_step",),
+    "grpo_iterations": ("iterations_per_batch",),
+    "grpo_temperature": ("episode", "params", "temperature"),
+    "sft_epochs": ("sft", "epochs"),
+    "sft_lr": ("sft", "learning_rate"),
+}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _with_flags(trainer: TrainerConfig, args: argparse.Namespace) -> TrainerConfig:
+    """`trainer` with the trainer flags given on the command line; `CliError` names a bad one."""
+    from pydantic import ValidationError
+
+    from trainer.config import TrainerConfig
+
+    if args.grpo_temperature is not None and args.grpo_temperature <= 0:
+        # Valid for an episode, useless here: greedy samples of a task are all alike, so every
+        # group's rewards are equal and GRPO has no signal.
+        raise CliError("--grpo-temperature must be above 0 (greedy rollouts give GRPO no signal)")
+    data = trainer.model_dump()
+    given: dict[tuple[str, ...], str] = {}
+    for dest, path in _TRAINER_FLAGS.items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        given[path] = _flag(dest)
+    try:
+        return TrainerConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(str(part) for part in error["loc"])
+            name = given.get(loc, ".".join(loc) or "trainer settings")
+            problems.append(f"{name}: {error['msg'][0].lower()}{error['msg'][1:]} (got {error['input']!r})")
+        raise CliError("; ".join(problems)) from exc
 
 
 def cmd_bench_learn(args: argparse.Namespace) -> int:
@@ -47,39 +100,13 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     if not (base / "config.json").is_file():
         raise CliError(f"{base} is not a model folder (no config.json)")
-    trainer = default_trainer_config(args.quick)
-    if args.grpo_steps is not None:
-        if args.grpo_steps < 1:
-            raise CliError("--grpo-steps must be at least 1")
-        trainer = trainer.model_copy(update={"max_steps": args.grpo_steps})
+    trainer = _with_flags(default_trainer_config(args.quick), args)
     if args.synth_tasks is not None and args.synth_tasks < 0:
         raise CliError("--synth-tasks must be 0 or more")
     if args.eval_synth_tasks is not None and args.eval_synth_tasks < 0:
         raise CliError("--eval-synth-tasks must be 0 or more")
     if args.grpo_synth_tasks < 0:
         raise CliError("--grpo-synth-tasks must be 0 or more")
-    if args.sft_epochs is not None:
-        if args.sft_epochs <= 0:
-            raise CliError("--sft-epochs must be positive")
-        trainer = trainer.model_copy(
-            update={"sft": trainer.sft.model_copy(update={"epochs": args.sft_epochs})}
-        )
-    if args.grpo_tasks_per_step is not None:
-        if args.grpo_tasks_per_step < 1:
-            raise CliError("--grpo-tasks-per-step must be at least 1")
-        trainer = trainer.model_copy(update={"tasks_per_step": args.grpo_tasks_per_step})
-    if args.grpo_lr is not None:
-        if not 0 < args.grpo_lr <= 1:
-            raise CliError("--grpo-lr must be in (0, 1]")
-        trainer = trainer.model_copy(update={"learning_rate": args.grpo_lr})
-    if args.grpo_iterations is not None:
-        if not 1 <= args.grpo_iterations <= 16:
-            raise CliError("--grpo-iterations must be between 1 and 16")
-        trainer = trainer.model_copy(update={"iterations_per_batch": args.grpo_iterations})
-    if args.grpo_temperature is not None:
-        if not 0 < args.grpo_temperature <= 2:
-            raise CliError("--grpo-temperature must be in (0, 2]")
-        trainer = trainer.with_sampling(temperature=args.grpo_temperature)
     eval_envs = (
         args.eval_envs.split(",")
         if args.eval_envs
@@ -158,6 +185,7 @@ def register(cli: Cli) -> None:
     p.add_argument("--eval-envs", help="comma-separated held-out environments")
     p.add_argument("--grpo-steps", type=int, help="GRPO optimizer steps")
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
+    p.add_argument("--sft-lr", type=float, help="SFT warm-up learning rate (default 1e-4)")
     p.add_argument("--grpo-lr", type=float, help="GRPO learning rate (default 2e-5)")
     p.add_argument(
         "--grpo-tasks-per-step",

@@ -78,13 +78,39 @@ def test_out_of_range_numbers_are_clear_errors(
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-synth-tasks", "-2"]) == 2
     assert "--grpo-synth-tasks must be 0 or more" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-temperature", "0"]) == 2
-    assert "--grpo-temperature must be in (0, 2]" in capsys.readouterr().err
+    assert "--grpo-temperature must be above 0" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-lr", "0"]) == 2
-    assert "--grpo-lr must be in (0, 1]" in capsys.readouterr().err
+    assert "--grpo-lr: input should be greater than 0 (got 0.0)" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-tasks-per-step", "0"]) == 2
-    assert "--grpo-tasks-per-step must be at least 1" in capsys.readouterr().err
+    assert (
+        "--grpo-tasks-per-step: input should be greater than or equal to 1 (got 0)" in capsys.readouterr().err
+    )
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-iterations", "0"]) == 2
-    assert "--grpo-iterations must be between 1 and 16" in capsys.readouterr().err
+    assert "--grpo-iterations: input should be greater than or equal to 1 (got 0)" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--sft-lr", "2"]) == 2
+    assert "--sft-lr: input should be less than or equal to 1 (got 2.0)" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-steps", "0"]) == 2
+    assert "--grpo-steps: input should be greater than or equal to 1 (got 0)" in capsys.readouterr().err
+    # Every bad flag is named at once, not only the first.
+    assert (
+        main(
+            [
+                "bench",
+                "learn",
+                "--model",
+                str(embedded_model_path),
+                "--grpo-tasks-per-step",
+                "3",
+                "--grpo-iterations",
+                "0",
+                "--sft-epochs",
+                "-1",
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "--grpo-iterations:" in err and "--sft-epochs: input should be greater than 0" in err
 
 
 @pytest.mark.anyio
