@@ -41,6 +41,9 @@ class Lineage(BaseModel):
     reward_std: float | None = None
     pass_rate: float | None = None
     episodes: int = 0
+    # Training time of the round up to this checkpoint, across resumes (a resumed round goes on
+    # counting from here), so a round's cost is known even when a crash split it.
+    train_seconds: float = 0.0
     created_at: float = Field(default_factory=time.time)
     extra: dict[str, Any] = Field(default_factory=dict)
 

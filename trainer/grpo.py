@@ -125,6 +125,7 @@ class _Run:
         out_dir: Path,
         parent: str,
         offset: int,
+        prior_seconds: float,
         bridge: RolloutBridge,
         on_step: OnStep | None,
         safe_point: SafePoint | None,
@@ -135,6 +136,8 @@ class _Run:
         self.out_dir = out_dir
         self.parent = parent
         self.offset = offset
+        self.prior_seconds = prior_seconds
+        self.started = time.perf_counter()
         self.bridge = bridge
         self.on_step = on_step
         self.safe_point = safe_point
@@ -144,10 +147,13 @@ class _Run:
         self.stop_error: BaseException | None = None
         self.step_started = time.perf_counter()
         self.last_saved_step = offset
+        self.saved_batches = 0  # rollout batches before the last checkpoint of this call
         self.tokenizer: Any = None
 
     def save(self, model: Any, step: int) -> Path:
-        stats = self.bridge.history[-1] if self.bridge.history else RolloutStats()
+        # The checkpoint is rated on every rollout batch since the previous one, not the last batch
+        # alone: one batch is G × tasks_per_step episodes of a few tasks, too noisy to pick the best.
+        stats = RolloutStats.pooled(self.bridge.history[self.saved_batches :])
         lineage = Lineage(
             parent=self.parent,
             round_id=self.round_id,
@@ -158,11 +164,13 @@ class _Run:
             reward_std=stats.reward_std,
             pass_rate=stats.pass_rate,
             episodes=stats.episodes,
+            train_seconds=self.prior_seconds + time.perf_counter() - self.started,
         )
         path = save_checkpoint(_savable(model), self.tokenizer, self.out_dir, lineage)
         prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
         self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
         self.last_saved_step = step
+        self.saved_batches = len(self.bridge.history)
         return path
 
 
@@ -296,10 +304,10 @@ async def train_round(
     )
     if not prepared:
         raise ValueError(f"no trainable tasks for round {round_id} ({len(skipped)} skipped: {skipped[:3]})")
-    offset, start_dir = 0, policy_dir
+    offset, start_dir, prior_seconds = 0, policy_dir, 0.0
     latest = latest_checkpoint(out_dir)
     if latest is not None and latest[1].phase == "grpo" and latest[1].round_id == round_id:
-        offset, start_dir = latest[1].step, latest[0]
+        offset, start_dir, prior_seconds = latest[1].step, latest[0], latest[1].train_seconds
         log.info("grpo.resume", round=round_id, step=offset, checkpoint=str(start_dir))
     if offset >= config.max_steps:
         assert latest is not None
@@ -311,6 +319,7 @@ async def train_round(
             resumed_from_step=offset,
             total_steps=offset,
             seconds=time.perf_counter() - started,
+            prior_seconds=prior_seconds,
             checkpoints=[CheckpointInfo(path=latest[0], step=offset, reward_mean=latest[1].reward_mean)],
         )
     factory = (
@@ -335,6 +344,7 @@ async def train_round(
         out_dir=out_dir,
         parent=str(policy_dir),
         offset=offset,
+        prior_seconds=prior_seconds,
         bridge=bridge,
         on_step=on_step,
         safe_point=safe_point,
@@ -379,6 +389,7 @@ async def train_round(
         episodes=episodes,
         skipped=len(skipped),
         seconds=time.perf_counter() - started,
+        prior_seconds=prior_seconds,
         checkpoints=run.checkpoints,
         metrics=run.metrics,
         task_outcomes=sorted(outcomes.values(), key=lambda o: o.task),

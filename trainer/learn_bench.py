@@ -273,8 +273,13 @@ async def run_learn_bench(
             on_step=lambda m: say(f"grpo step {m.step}: reward {m.reward_mean:.2f} loss {m.loss:.4f}"),
         )
     release_memory("GRPO round done")
+    # Checkpoints written before lineage kept the round's time leave the earlier steps uncounted.
+    untimed_resume = bool(grpo.resumed_from_step) and not grpo.prior_seconds
     if grpo.resumed_from_step:
-        notes.append(f"GRPO resumed from step {grpo.resumed_from_step} (its time covers this run only)")
+        notes.append(
+            f"GRPO resumed from step {grpo.resumed_from_step}"
+            + (" (its time covers this run only)" if untimed_resume else "")
+        )
     grpo_stage = await run_stage(
         "grpo",
         grpo.policy_dir,
@@ -305,11 +310,7 @@ async def run_learn_bench(
         notes.append(
             f"reused from an earlier run in {out_dir}: {parts}; the time target is judged on the"
             f" total, {total / 60:.1f} min"
-            + (
-                " (a lower bound: the GRPO steps before the resume are not counted)"
-                if grpo.resumed_from_step
-                else ""
-            )
+            + (" (a lower bound: the GRPO steps before the resume are not counted)" if untimed_resume else "")
         )
     return LearnReport(
         eval_envs=list(config.eval_envs),

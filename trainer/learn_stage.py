@@ -85,10 +85,14 @@ async def run_stage(
     record = store.load(stage, policy_dir)
     if record is not None and trained is not None and trained.steps == 0 and record.train_steps:
         reused[f"{stage} training"] = record.train_seconds
+    elif trained is not None and trained.prior_seconds:
+        # A resumed round: the steps before the resume ran in an earlier invocation.
+        reused[f"{stage} training before the resume"] = trained.prior_seconds
     if record is None or (trained is not None and trained.steps > 0):
         record = StageRecord(stage=stage, policy=str(policy_dir), weights=weights_signature(policy_dir))
         if trained is not None:
-            record.train_seconds, record.train_steps = trained.seconds, trained.steps
+            record.train_seconds = trained.prior_seconds + trained.seconds
+            record.train_steps = max(trained.total_steps, trained.steps)
             record.train_peak_rss_mb = train_peak_rss_mb
             record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
             record.resampled_groups = trained.resampled_groups

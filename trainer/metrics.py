@@ -7,7 +7,7 @@ Prometheus metrics and log lines. The trainer never imports ops.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +36,22 @@ class RolloutStats(BaseModel):
     def zero_variance_fraction(self) -> float:
         """Share of groups without signal."""
         return self.zero_variance_groups / self.groups if self.groups else 0.0
+
+    @classmethod
+    def pooled(cls, batches: Sequence[RolloutStats]) -> RolloutStats:
+        """Episodes, reward mean and std and pass rate over several batches, as if they were one."""
+        n = sum(b.episodes for b in batches)
+        if n == 0:
+            return cls()
+        mean = sum(b.reward_mean * b.episodes for b in batches) / n
+        # E[x²] − E[x]² with each batch's E[x²] = std² + mean² (population std, as in a batch).
+        square = sum((b.reward_std**2 + b.reward_mean**2) * b.episodes for b in batches) / n
+        return cls(
+            episodes=n,
+            reward_mean=mean,
+            reward_std=max(square - mean**2, 0.0) ** 0.5,
+            pass_rate=sum(b.pass_rate * b.episodes for b in batches) / n,
+        )
 
 
 class StepMetrics(BaseModel):
@@ -102,7 +118,9 @@ class TrainResult(BaseModel):
     episodes: int = 0
     examples: int = 0  # SFT: trajectories trained on
     skipped: int = 0  # SFT: tasks whose reference could not be rendered; GRPO: unknown tasks
-    seconds: float = 0.0
+    seconds: float = 0.0  # this call
+    # GRPO resumed from a checkpoint: the round's training time before this call (from its lineage).
+    prior_seconds: float = 0.0
     checkpoints: list[CheckpointInfo] = Field(default_factory=list)
     metrics: list[StepMetrics] = Field(default_factory=list)
     task_outcomes: list[TaskOutcome] = Field(default_factory=list)  # GRPO: per task, over its rollouts

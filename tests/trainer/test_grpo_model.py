@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from arena.episode.users import ScriptedUser
 from arena.protocols import UserContext
 from arena.tasks.model import AnswerCheck
+from trainer.checkpoints import read_lineage
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics
 from trainer.rollout import RolloutBridge, SampledBatch, has_signal
@@ -188,6 +189,10 @@ async def test_a_round_trains_the_substitute_of_a_flat_group(
     outcomes = {o.task: o for o in result.task_outcomes}
     assert outcomes[never.full_id].episodes == 4 and outcomes[never.full_id].passed == 0
     assert outcomes[letters_task().full_id].episodes == 8
+    # The one checkpoint (after step 2) is rated on both steps' rollouts, not the last batch alone.
+    lineage = read_lineage(result.policy_dir)
+    assert lineage.episodes == result.episodes == 8
+    assert lineage.reward_mean == pytest.approx(result.reward_mean)
 
 
 @pytest.mark.anyio

@@ -51,10 +51,17 @@ def test_killed_run_resumes_after_its_last_checkpoint(embedded_model_path: Path,
     def resume() -> TrainResult:
         return anyio.run(train_round, 0, [letters_task()], embedded_model_path, tmp_path, resume_config())
 
+    before_kill = list_checkpoints(tmp_path)[0][1].train_seconds
+    assert before_kill > 0
+
     result = resume()
     assert (result.resumed_from_step, result.steps, result.total_steps) == (1, 1, 2)
     assert [lin.step for _, lin in list_checkpoints(tmp_path)] == [1, 2]
     assert read_lineage(result.policy_dir).step == 2
+    # The round's time goes on from the killed run's: the resumed call knows what came before it.
+    assert result.prior_seconds == before_kill
+    assert read_lineage(result.policy_dir).train_seconds > before_kill
     # Finished rounds are not trained again.
     again = resume()
     assert again.steps == 0 and again.policy_dir == result.policy_dir
+    assert again.prior_seconds == read_lineage(result.policy_dir).train_seconds

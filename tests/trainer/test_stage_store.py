@@ -118,6 +118,37 @@ async def test_a_rerun_reuses_finished_evaluations_and_training_figures(
 
 
 @pytest.mark.anyio
+async def test_a_round_resumed_mid_way_counts_the_time_before_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control flow only: the evaluation is a scripted stand-in."""
+
+    async def scripted_evaluate_dir(policy_dir: Path, prepared: list, config: LearnBenchConfig) -> EvalReport:
+        return _report(True)
+
+    monkeypatch.setattr(learn_stage, "evaluate_dir", scripted_evaluate_dir)
+    policy = _policy(tmp_path / "grpo" / "checkpoints" / "step-9")
+    store = StageStore(tmp_path / "stages")
+    config = LearnBenchConfig(eval_envs=["library"], trainer=default_trainer_config(True))
+    tasks = [SimpleNamespace(key="library/t", fingerprint="library/t@1")]
+    # Killed after step 4 (its lineage said 600 s), resumed for steps 5–9 in 700 s.
+    resumed = TrainResult(
+        round_id=1,
+        phase="grpo",
+        policy_dir=policy,
+        steps=5,
+        resumed_from_step=4,
+        total_steps=9,
+        seconds=700.0,
+        prior_seconds=600.0,
+    )
+    reused: dict[str, float] = {}
+    record = await learn_stage.run_stage("grpo", policy, resumed, tasks, config, store, print, reused=reused)
+    assert (record.train_seconds, record.train_steps) == (1300.0, 9)
+    assert reused == {"grpo training before the resume": 600.0}
+
+
+@pytest.mark.anyio
 async def test_a_task_fingerprint_changes_with_what_the_policy_sees_and_is_checked_by() -> None:
     from arena.env.registry import Registry
     from arena.tasks.model import AnswerCheck

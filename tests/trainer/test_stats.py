@@ -38,3 +38,27 @@ def test_paired_difference_excludes_zero_only_when_every_task_improves() -> None
     second = {f"t{i}": [float(1 - i % 2)] for i in range(12)}
     even = paired_bootstrap_diff(first, second)
     assert even.value == 0.0 and even.low < 0 < even.high
+
+
+def test_pooled_rollout_stats_equal_the_stats_of_all_episodes_at_once() -> None:
+    import statistics
+
+    from trainer.metrics import RolloutStats
+
+    batches = [[1.0, 0.0, 0.5, 0.5], [0.0, 0.0], [1.0, 1.0, 0.25]]
+    stats = [
+        RolloutStats(
+            episodes=len(b),
+            reward_mean=statistics.fmean(b),
+            reward_std=statistics.pstdev(b),
+            pass_rate=sum(r == 1.0 for r in b) / len(b),
+        )
+        for b in batches
+    ]
+    everything = [r for b in batches for r in b]
+    pooled = RolloutStats.pooled(stats)
+    assert pooled.episodes == len(everything)
+    assert pooled.reward_mean == pytest.approx(statistics.fmean(everything))
+    assert pooled.reward_std == pytest.approx(statistics.pstdev(everything))
+    assert pooled.pass_rate == pytest.approx(3 / 9)
+    assert RolloutStats.pooled([]) == RolloutStats()
