@@ -31,6 +31,9 @@ class StageTraining(BaseModel):
     train_seconds: float = 0.0
     train_steps: int = 0
     train_peak_rss_mb: int | None = None  # the process's resident peak while training
+    groups: int = 0  # GRPO groups trained on
+    zero_variance_groups: int = 0  # of those, groups whose rewards were all equal (no gradient)
+    resampled_groups: int = 0  # flat groups replaced by dynamic sampling
 
 
 class StageReport(StageTraining):
@@ -43,9 +46,6 @@ class StageRecord(StageTraining):
     """What a stage left on disk: its policy, training figures and, once done, its evaluation."""
 
     weights: str  # `weights_signature` of the policy folder
-    groups: int = 0  # GRPO groups trained on
-    zero_variance_groups: int = 0
-    resampled_groups: int = 0  # flat groups replaced by dynamic sampling
     eval_key: str | None = None  # `evaluation_key` the evaluation was made under
     eval: EvalReport | None = None
 

@@ -141,11 +141,17 @@ async def test_a_round_resumed_mid_way_counts_the_time_before_the_resume(
         total_steps=9,
         seconds=700.0,
         prior_seconds=600.0,
+        groups=18,
+        zero_variance_groups=4,
+        resampled_groups=3,
     )
     reused: dict[str, float] = {}
     record = await learn_stage.run_stage("grpo", policy, resumed, tasks, config, store, print, reused=reused)
     assert (record.train_seconds, record.train_steps) == (1300.0, 9)
     assert reused == {"grpo training before the resume": 600.0}
+    # The --json report carries the GRPO group figures, not only the human-readable note.
+    reported = record.report().model_dump()
+    assert (reported["groups"], reported["zero_variance_groups"], reported["resampled_groups"]) == (18, 4, 3)
 
 
 @pytest.mark.anyio
