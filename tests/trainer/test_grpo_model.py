@@ -131,14 +131,18 @@ async def test_one_grpo_step_changes_the_weights(
     assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
     lineage = (result.policy_dir / "lineage.json").read_text()
     assert '"phase": "grpo"' in lineage and str(embedded_model_path) in lineage
-    # The step went the right way: episodes that beat their group's mean became more likely,
-    # the others less (mean log-probability of each episode's policy tokens, before and after).
+    # The step went the right way (mean log-probability of each episode's policy tokens, before
+    # and after): the best-rewarded episodes became more likely, the worst less, and the gains
+    # follow the advantages. Episodes at the group's mean have no advantage of their own and move
+    # only with the weights they share, either way, so they are not judged one by one.
+    rewards = [float(r) for r in trained[0]["reward"]]
     gains = _logp_gains(embedded_model_path, result.policy_dir, trained[0])
-    mean = sum(trained[0]["reward"]) / len(trained[0]["reward"])
-    better = [g for g, r in zip(gains, trained[0]["reward"], strict=True) if r > mean]
-    worse = [g for g, r in zip(gains, trained[0]["reward"], strict=True) if r < mean]
-    assert better and worse
-    assert min(better) > 0 > max(worse), f"log-prob gains {gains} for rewards {trained[0]['reward']}"
+    mean = sum(rewards) / len(rewards)
+    best = [g for g, r in zip(gains, rewards, strict=True) if r == max(rewards)]
+    worst = [g for g, r in zip(gains, rewards, strict=True) if r == min(rewards)]
+    covariance = sum((r - mean) * g for g, r in zip(gains, rewards, strict=True))
+    detail = f"log-prob gains {gains} for rewards {rewards}"
+    assert min(best) > 0 > max(worst) and covariance > 0, detail
 
 
 def _logp_gains(before_dir: Path, after_dir: Path, batch: dict[str, list[Any]]) -> list[float]:
