@@ -221,7 +221,11 @@ class TrainerConfig(ConfigSection):
     """GRPO."""
 
     learning_rate: float = Field(1e-6, gt=0, description="Optimizer learning rate.")
-    kl_beta: float = Field(0.0, ge=0, description="KL coefficient.")
+    kl_beta: float = Field(
+        0.0,
+        ge=0,
+        description="KL coefficient against the policy each round starts from (0: no reference model).",
+    )
     clip_low: float = Field(0.2, gt=0, description="PPO clip (lower).")
     clip_high: float = Field(0.28, gt=0, description="DAPO clip-higher (upper).")
     batch_size: int = Field(8, ge=1, description="Episodes per optimizer step.")

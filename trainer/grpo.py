@@ -356,6 +356,10 @@ async def train_round(
     model, tokenizer = await anyio.to_thread.run_sync(
         functools.partial(load_policy, start_dir, device=device)
     )
+    # TRL builds the KL reference (beta > 0) from the folder the model says it came from. After a
+    # resume that is the mid-round checkpoint, which would move the anchor to it: point it back
+    # at the policy the round started from.
+    model.config._name_or_path = str(policy_dir)
     run.tokenizer = tokenizer
     log.info(
         "grpo.start",

@@ -36,6 +36,7 @@ def _mb(value: int | None) -> str:
 _TRAINER_FLAGS: dict[str, tuple[str, ...]] = {
     "grpo_steps": ("max_steps",),
     "grpo_lr": ("learning_rate",),
+    "grpo_kl_beta": ("beta",),
     "grpo_tasks_per_step": ("tasks_per_step",),
     "grpo_iterations": ("iterations_per_batch",),
     "grpo_temperature": ("episode", "params", "temperature"),
@@ -187,6 +188,11 @@ def register(cli: Cli) -> None:
     p.add_argument("--sft-epochs", type=float, help="SFT warm-up epochs")
     p.add_argument("--sft-lr", type=float, help="SFT warm-up learning rate (default 1e-4)")
     p.add_argument("--grpo-lr", type=float, help="GRPO learning rate (default 2e-5)")
+    p.add_argument(
+        "--grpo-kl-beta",
+        type=float,
+        help="KL coefficient against the warm-up policy (default 0: no reference model)",
+    )
     p.add_argument(
         "--grpo-tasks-per-step",
         type=int,

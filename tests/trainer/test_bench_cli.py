@@ -81,6 +81,8 @@ def test_out_of_range_numbers_are_clear_errors(
     assert "--grpo-temperature must be above 0" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-lr", "0"]) == 2
     assert "--grpo-lr: input should be greater than 0 (got 0.0)" in capsys.readouterr().err
+    assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-kl-beta", "-0.1"]) == 2
+    assert "--grpo-kl-beta: input should be greater than or equal to 0 (got -0.1)" in capsys.readouterr().err
     assert main(["bench", "learn", "--model", str(embedded_model_path), "--grpo-tasks-per-step", "0"]) == 2
     assert (
         "--grpo-tasks-per-step: input should be greater than or equal to 1 (got 0)" in capsys.readouterr().err

@@ -214,3 +214,33 @@ async def test_a_reused_rollout_batch_feeds_several_clipped_steps(
     assert [m.step for m in seen] == [1, 2]
     assert all(m.finite() and m.clip_fraction is not None for m in seen)
     assert seen[1].loss != seen[0].loss  # the same batch, a moved policy
+
+
+@pytest.mark.anyio
+async def test_a_kl_coefficient_anchors_the_policy_to_the_round_start_across_a_resume(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """With `beta` > 0 the loss carries a KL term against the policy the round started from.
+
+    Step 1 samples from that very policy (KL 0). The round then stops after its checkpoint and
+    resumes from it, as after a crash: step 2 samples from the updated policy, and its divergence
+    is measured against the round's start, not against the checkpoint it resumed from (KL 0 again).
+    """
+    seen: list[StepMetrics] = []
+    config = tiny_config(beta=0.2, save_every=1)
+    first = await train_round(0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append)
+    resumed = await train_round(
+        0,
+        [letters_task()],
+        embedded_model_path,
+        tmp_path,
+        config.model_copy(update={"max_steps": 2}),
+        on_step=seen.append,
+    )
+    assert (first.steps, resumed.resumed_from_step, resumed.steps) == (1, 1, 1)
+    assert all(m.finite() for m in seen)
+    kl_start, kl_resumed = (m.kl for m in seen)
+    assert kl_start is not None and kl_resumed is not None, "no KL logged with beta > 0"
+    assert kl_start == pytest.approx(0.0, abs=1e-6)
+    flat = seen[1].zero_variance_fraction
+    assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
