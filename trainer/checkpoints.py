@@ -3,7 +3,8 @@
 A checkpoint is `<out_dir>/checkpoints/step-NNNNNN/` holding what `save_pretrained` writes
 (`model.safetensors`, `config.json`, generation config), the tokenizer (with the tool-aware chat
 template) and `lineage.json`: the parent policy, the round, the phase, the step and the reward
-statistics of the rollouts that led to it. Folders are written under a temporary name and renamed
+statistics of the rollouts that led to it. A LoRA run's checkpoint also keeps its adapter alone in
+`adapter/`, so a resumed round continues the adapter on the weights the round started from. Folders are written under a temporary name and renamed
 into place, so a crash never leaves a half-written checkpoint that resume would pick up.
 
 Retention keeps the last `keep_last` checkpoints and (optionally) the one with the best reward.
@@ -26,6 +27,7 @@ from pydantic import BaseModel, Field
 log = structlog.get_logger(__name__)
 
 LINEAGE_FILE = "lineage.json"
+ADAPTER_DIR = "adapter"  # a LoRA run's adapter, beside the merged weights
 _PREFIX = "step-"
 
 
@@ -57,8 +59,13 @@ def checkpoints_dir(out_dir: Path) -> Path:
     return out_dir / "checkpoints"
 
 
-def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, lineage: Lineage) -> Path:
-    """Write a checkpoint of `model` atomically and return its folder."""
+def save_checkpoint(
+    model: Any, tokenizer: Any, out_dir: Path, lineage: Lineage, *, adapter: Any = None
+) -> Path:
+    """Write a checkpoint of `model` atomically and return its folder.
+
+    `adapter`: the peft model whose trained adapter (named "default") is kept in `adapter/` too.
+    """
     root = checkpoints_dir(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"{_PREFIX}{lineage.step:06d}"
@@ -69,6 +76,8 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, lineage: Lineage)
         to_save = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
         to_save.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
+        if adapter is not None:
+            adapter.save_pretrained(str(tmp / ADAPTER_DIR), selected_adapters=["default"])
         (tmp / LINEAGE_FILE).write_text(lineage.model_dump_json(indent=2))
         if target.exists():
             shutil.rmtree(target)

@@ -9,7 +9,8 @@ checkpoint is saved, training stops and the exception propagates to the caller.
 
 Resume: when `out_dir` already holds a checkpoint of this round, training continues from its
 weights at the step after it (the optimizer state restarts), so a crash loses at most
-`save_every - 1` steps.
+`save_every - 1` steps. With a KL term (`beta` > 0) the reference stays the policy the round
+started from, resumed or not.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ import structlog
 
 from arena.protocols import UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import Lineage, latest_checkpoint, load_policy, prune_checkpoints, save_checkpoint
+from trainer.checkpoints import (
+    ADAPTER_DIR,
+    Lineage,
+    latest_checkpoint,
+    load_policy,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from trainer.config import TrainerConfig
 from trainer.memory import release_memory
 from trainer.metrics import (
@@ -107,11 +115,49 @@ def _peft_config(config: TrainerConfig) -> Any:
     )
 
 
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "merge_and_unload")
+
+
 def _savable(model: Any) -> Any:
     """A full model to save: peft models are merged on a copy (the training model keeps its adapter)."""
-    if hasattr(model, "merge_and_unload"):
+    if _is_peft(model):
         return copy.deepcopy(model).merge_and_unload()
     return model
+
+
+def _load_start(policy_dir: Path, start_dir: Path, config: TrainerConfig, device: str) -> tuple[Any, Any]:
+    """The model to train (blocking): the round's start, or the checkpoint a resumed round continues.
+
+    A resumed LoRA round loads the round's starting weights with the checkpoint's adapter rather
+    than the merged checkpoint: the adapter goes on training where it stopped, and the KL
+    reference (the weights without it) stays the policy the round started from.
+    """
+    adapter = start_dir / ADAPTER_DIR
+    if not (config.lora.enabled and start_dir != policy_dir and adapter.is_dir()):
+        model, tokenizer = load_policy(start_dir, device=device)
+    else:
+        from peft import PeftModel
+
+        base, tokenizer = load_policy(policy_dir, device=device)
+        model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
+    # TRL builds a full KL reference (beta > 0) from the folder the model says it came from. After
+    # a resume that is the mid-round checkpoint, which would move the anchor to it: point it back
+    # at the policy the round started from.
+    model.config._name_or_path = str(policy_dir)
+    return model, tokenizer
+
+
+def _anchor_reference_adapter(model: Any) -> None:
+    """Make TRL's "ref" adapter (a copy of a loaded adapter, beta > 0) the identity.
+
+    Handed a model that already has an adapter, TRL copies it as the KL reference; for a resumed
+    round that copy is the mid-round policy. Zeroing its B matrices leaves the starting weights,
+    the reference a fresh round has.
+    """
+    for name, param in model.named_parameters():
+        if ".ref." in name and "lora_B" in name:
+            param.data.zero_()
 
 
 class _Run:
@@ -166,7 +212,8 @@ class _Run:
             episodes=stats.episodes,
             train_seconds=self.prior_seconds + time.perf_counter() - self.started,
         )
-        path = save_checkpoint(_savable(model), self.tokenizer, self.out_dir, lineage)
+        adapter = model if _is_peft(model) else None
+        path = save_checkpoint(_savable(model), self.tokenizer, self.out_dir, lineage, adapter=adapter)
         prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
         self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
         self.last_saved_step = step
@@ -257,6 +304,7 @@ def _train_sync(
 
     dataset = Dataset.from_list([{"prompt": task_prompt(t.key)} for t in prepared])
     args = grpo_args(run.config, run.out_dir, max_steps=max_steps, seed=run.config.seed + run.offset)
+    resumed_adapter = _is_peft(model)
     trainer = policy_token_trainer_class()(
         model=model,
         reward_funcs=[reward_from_rollout],
@@ -264,9 +312,11 @@ def _train_sync(
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[_callback(run)],
-        peft_config=_peft_config(run.config),
+        peft_config=None if resumed_adapter else _peft_config(run.config),
         rollout_func=run.bridge,
     )
+    if resumed_adapter and run.config.beta > 0:
+        _anchor_reference_adapter(trainer.model)
     # Our callback reports every step; Transformers' console printers would write to stdout,
     # which belongs to the command's output (`arena bench learn --json`).
     trainer.remove_callback(PrinterCallback)
@@ -353,13 +403,7 @@ async def train_round(
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = await anyio.to_thread.run_sync(
-        functools.partial(load_policy, start_dir, device=device)
-    )
-    # TRL builds the KL reference (beta > 0) from the folder the model says it came from. After a
-    # resume that is the mid-round checkpoint, which would move the anchor to it: point it back
-    # at the policy the round started from.
-    model.config._name_or_path = str(policy_dir)
+    model, tokenizer = await anyio.to_thread.run_sync(_load_start, policy_dir, start_dir, config, device)
     run.tokenizer = tokenizer
     log.info(
         "grpo.start",

@@ -23,6 +23,8 @@ import anyio.to_thread
 import httpx
 import structlog
 
+from trainer.checkpoints import ADAPTER_DIR
+
 log = structlog.get_logger(__name__)
 
 
@@ -144,7 +146,8 @@ def _copy_folder(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp)
+    # A LoRA checkpoint's adapter is only for resuming training: the server loads the merged weights.
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(ADAPTER_DIR))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
 

@@ -244,3 +244,48 @@ async def test_a_kl_coefficient_anchors_the_policy_to_the_round_start_across_a_r
     assert kl_start == pytest.approx(0.0, abs=1e-6)
     flat = seen[1].zero_variance_fraction
     assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
+
+
+@pytest.mark.anyio
+async def test_a_lora_round_checkpoints_merged_weights_and_resumes_its_adapter(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """LoRA: a checkpoint is the full merged model (what a server loads) plus the adapter alone.
+
+    Only the adapted projections change. A resumed round continues that adapter on the round's
+    starting weights, so its KL reference is still those weights (KL > 0 after the resume).
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    from trainer.config import LoraConfig
+
+    lora = LoraConfig(enabled=True, r=8, alpha=16)
+    config = tiny_config(beta=0.2, save_every=1, learning_rate=1e-3, lora=lora)
+    seen: list[StepMetrics] = []
+    first = await train_round(0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append)
+    adapter = first.policy_dir / "adapter"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    before = load_file(str(embedded_model_path / "model.safetensors"))
+    after = load_file(str(first.policy_dir / "model.safetensors"))
+    assert set(after) == set(before), "the checkpoint is not the plain merged model"
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    adapted = {k for k in before if any(f".{m}." in k for m in lora.target_modules)}
+    assert changed and changed <= adapted, sorted(changed - adapted)[:3]
+
+    resumed = await train_round(
+        0,
+        [letters_task()],
+        embedded_model_path,
+        tmp_path,
+        config.model_copy(update={"max_steps": 2}),
+        on_step=seen.append,
+    )
+    assert (resumed.resumed_from_step, resumed.steps) == (1, 1)
+    assert all(m.finite() for m in seen)
+    kl_start, kl_resumed = (m.kl for m in seen)
+    assert kl_start == pytest.approx(0.0, abs=1e-6) and kl_resumed is not None
+    flat = seen[1].zero_variance_fraction
+    assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
+    final = load_file(str(resumed.policy_dir / "model.safetensors"))
+    assert all(torch.equal(final[k], before[k]) for k in before if k not in adapted)

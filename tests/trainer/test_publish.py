@@ -64,6 +64,9 @@ def checkpoint(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(b"weights")
     (folder / "config.json").write_text("{}")
+    # A LoRA checkpoint's adapter, kept for resuming training: the server has no use for it.
+    (folder / "adapter").mkdir()
+    (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"adapter")
     return folder
 
 
@@ -81,7 +84,7 @@ async def test_http_publisher_shares_the_folder_then_asks_for_a_reload(tmp_path:
     assert paths == ["/collective_rpc", "/collective_rpc", "/reset_prefix_cache"]  # one retry after the 500
     body = fake.requests[1][1]
     assert body == {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared)}}
-    assert fake.weights_seen == [["config.json", "model.safetensors"]]
+    assert fake.weights_seen == [["config.json", "model.safetensors"]]  # no adapter/
     assert all(r[2] == "Bearer s3cret" for r in fake.requests)
 
 
