@@ -241,7 +241,15 @@ class TrainerConfig(ConfigSection):
         le=16,
         description="Optimizer steps on each rollout batch (GRPO's mu; above 1 the clip bounds the reuse).",
     )
-    keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk.")
+    keep_checkpoints: int = Field(
+        3, ge=1, description="Checkpoints kept per round (the last N and the best by rollout reward)."
+    )
+    keep_rounds: int = Field(
+        5,
+        ge=1,
+        description="Rounds whose checkpoint folders stay on disk; older ones go after each publish "
+        "(never the live policy's).",
+    )
     use_lora: bool = Field(False, description="Train LoRA adapters instead of full weights.")
     sft_warmup: bool = Field(
         True, description="Supervised warm-up before the first GRPO round of a fresh policy."

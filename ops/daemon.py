@@ -197,6 +197,8 @@ class Daemon:
             published = await repo.latest_checkpoint(s, published=True)
         if published is not None and await anyio.Path(published.path).is_dir():
             self.models.policy_weights = Path(published.path)
+        elif published is not None:  # TRAIN refuses to go on from the base weights; say why early
+            log.error("daemon.published_policy_missing", checkpoint=published.id, path=published.path)
         self.paused = state.paused
         self.paused_since = repo.as_utc_iso(state.paused_since)
         self.metrics.paused.set(1 if self.paused else 0)

@@ -67,7 +67,10 @@ class LocalWeightPublisher:
 
 
 class HttpWeightPublisher:
-    """Shares a checkpoint through a folder and tells a vLLM server to reload from it."""
+    """Shares a checkpoint through a folder and tells a vLLM server to reload from it.
+
+    After each successful reload the folder keeps only the newest `keep` publications.
+    """
 
     def __init__(
         self,
@@ -80,16 +83,20 @@ class HttpWeightPublisher:
         timeout_s: float = 600.0,
         retries: int = 3,
         backoff_s: float = 1.0,
+        keep: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1 (the live weights), got {keep}")
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.shared_dir = Path(shared_dir)
         self.reload_path = reload_path
         self.reset_cache_path = reset_cache_path
         self.retries = retries
         self.backoff_s = backoff_s
+        self.keep = keep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"timeout": timeout_s, "headers": headers, "transport": transport}
 
@@ -109,6 +116,9 @@ class HttpWeightPublisher:
             await self._post(client, self.reload_path, body)
             if self.reset_cache_path:
                 await self._post(client, self.reset_cache_path, None)
+        # Only now, with the server on the new weights, may older copies go: one copy per update
+        # (every GRPO step with an HTTP rollout server) would otherwise fill the disk within days.
+        removed = await anyio.to_thread.run_sync(self._prune, target)
         log.info(
             "weights.published",
             kind="http",
@@ -116,7 +126,17 @@ class HttpWeightPublisher:
             server=self.base_url,
             round=round_id,
             step=step,
+            removed=len(removed),
         )
+
+    def _prune(self, live: Path) -> list[Path]:
+        """Delete all but the newest `keep` publications (never `live`); returns the deleted folders."""
+        # Names are zero-padded round and step numbers, so their order is the publishing order.
+        published = sorted(p for p in self.shared_dir.glob("round-*-step-*") if p.is_dir())
+        doomed = [p for p in published[: -self.keep] if p != live]
+        for folder in doomed:
+            shutil.rmtree(folder, ignore_errors=True)
+        return doomed
 
     async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any] | None) -> None:
         url = self.base_url + path

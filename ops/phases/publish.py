@@ -5,6 +5,8 @@ Local policy backend: the daemon's own policy model loads the new safetensors
 `trainer.publish_dir` (a folder the server reads) and the server reloads it
 (`trainer.publish.HttpWeightPublisher`). The `checkpoints` row (parent, path, metrics) is written
 with the phase's done mark; rerunning the phase after a crash publishes the same folder again.
+Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
+rounds are deleted (never the live policy's, nor the one it was trained from).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CheckpointRow, repo
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.runtime import checkpoints_dir, prune_round_dirs
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +50,13 @@ class PublishPhase(BasePhase):
         ctx.progress(0, 1, "publishing weights")
         target = await self._publish(ctx, Path(checkpoint), int(train.get("steps") or 0))
         ctx.progress(1, 1)
-        return {**out, "policy": "updated", "target": target}
+        protect = [Path(checkpoint)] + ([Path(train["parent_dir"])] if train.get("parent_dir") else [])
+        pruned = await anyio.to_thread.run_sync(
+            prune_round_dirs, checkpoints_dir(ctx), ctx.config.trainer.keep_rounds, protect
+        )
+        if pruned:
+            log.info("publish.pruned", rounds=[p.name for p in pruned], keep=ctx.config.trainer.keep_rounds)
+        return {**out, "policy": "updated", "target": target, "pruned": [p.name for p in pruned]}
 
     async def _publish(self, ctx: PhaseContext, checkpoint: Path, step: int) -> str:
         from trainer.publish import HttpWeightPublisher, LocalWeightPublisher

@@ -7,7 +7,8 @@ the SFT warm-up show the policy exactly the same prompts, tools and turn caps.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import shutil
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,29 @@ def checkpoints_dir(ctx: PhaseContext) -> Path:
 def round_dir(ctx: PhaseContext) -> Path:
     """This round's training output folder."""
     return checkpoints_dir(ctx) / f"round-{ctx.round:04d}"
+
+
+def prune_round_dirs(root: Path, keep: int, protect: Iterable[Path]) -> list[Path]:
+    """Delete the round folders under `root` but the newest `keep` (blocking); returns the deleted.
+
+    A folder holding any of `protect` (the policy just published, the one it was trained from)
+    stays whatever its number: a round that fails before its own publish trains from the latter.
+    """
+    rounds: list[tuple[int, Path]] = []
+    for folder in root.glob("round-*"):
+        number = folder.name.removeprefix("round-")
+        if number.isdigit() and folder.is_dir():
+            rounds.append((int(number), folder))
+    rounds.sort()
+    kept = [p.resolve() for p in protect]
+    doomed = [
+        folder
+        for _, folder in rounds[:-keep]
+        if not any(path.is_relative_to(folder.resolve()) for path in kept)
+    ]
+    for folder in doomed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return doomed
 
 
 @asynccontextmanager
@@ -125,14 +149,23 @@ async def base_policy_dir(ctx: PhaseContext) -> Path:
 
 
 async def current_policy_dir(ctx: PhaseContext) -> tuple[Path, str | None]:
-    """The policy to train from: the newest published checkpoint (and its id), else the base weights."""
+    """The policy to train from: the newest published checkpoint (and its id), else the base weights.
+
+    A published checkpoint whose folder is gone (a volume not mounted, a restore without the
+    checkpoints) is an error, not a reason to train the base weights again over weeks of work.
+    """
     from arena.store import repo
 
     async with ctx.store.transaction() as s:
         latest = await repo.latest_checkpoint(s, published=True)
-    if latest is not None and await anyio.Path(latest.path).is_dir():
-        return Path(latest.path), latest.id
-    return await base_policy_dir(ctx), None
+    if latest is None:
+        return await base_policy_dir(ctx), None
+    if not await anyio.Path(latest.path).is_dir():
+        raise FileNotFoundError(
+            f"the published policy {latest.id} is missing at {latest.path}: restore it (see Backup in the "
+            "README) before training goes on"
+        )
+    return Path(latest.path), latest.id
 
 
 def record_synthesis(ctx: PhaseContext, report: Any, origin: str) -> dict[str, Any]:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
 from arena.synth.cost import SynthesisReport
 from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
 from ops.phases.plan import task_difficulty, training_outcomes
-from ops.phases.runtime import record_synthesis, trainer_config
+from ops.phases.publish import PublishPhase
+from ops.phases.runtime import prune_round_dirs, record_synthesis, trainer_config
 from ops.phases.tasks import pick
 
 
@@ -110,3 +116,88 @@ def test_pick_is_seeded_and_puts_the_preferred_group_first() -> None:
     assert first == pick(list(reversed(names)), 3, seed=5, key=lambda n: n in ("d", "e"))
     assert set(first) <= {"a", "b", "c"}
     assert sorted(pick(names, None, seed=1)) == names
+
+
+def test_round_folders_past_the_newest_are_deleted_unless_they_hold_a_protected_policy(tmp_path) -> None:
+    root = tmp_path / "checkpoints"
+    for number in (1, 2, 3, 9, 10, 12345):  # numbers, not names, order them (round-12345 is newest)
+        (root / f"round-{number:04d}" / "grpo" / "checkpoints" / "step-000004").mkdir(parents=True)
+    (root / "round-0004").write_text("a file, not a round folder")
+    (root / "round-notes").mkdir()
+    live = root / "round-12345" / "grpo" / "checkpoints" / "step-000004"
+    parent = (
+        root / "round-0002" / "grpo" / "checkpoints" / "step-000004"
+    )  # trained from (rounds 3-10 kept none)
+    deleted = prune_round_dirs(root, 2, [live, parent])
+    assert sorted(p.name for p in deleted) == ["round-0001", "round-0003", "round-0009"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "round-0002",
+        "round-0004",
+        "round-0010",
+        "round-12345",
+        "round-notes",
+    ]
+    assert prune_round_dirs(root, 2, [live, parent]) == []  # idempotent: a rerun after a crash
+
+
+class RecordingPolicy:
+    """Scripted stand-in for the local policy model: records the folders it loads."""
+
+    def __init__(self) -> None:
+        self.loaded: list[Path] = []
+
+    def load_weights(self, path: str | Path) -> None:
+        self.loaded.append(Path(path))
+
+
+@pytest.mark.anyio
+async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(make_config) -> None:
+    config = make_config(ARENA_TRAINER__KEEP_ROUNDS="2")
+    root = config.data.dir / "checkpoints"
+    for number in (1, 2, 3):
+        folder = root / f"round-{number:04d}" / "grpo" / "checkpoints" / "step-000002"
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights")
+    policy = RecordingPolicy()
+
+    async def load_policy() -> RecordingPolicy:
+        return policy
+
+    ctx = context(config)
+    ctx.models = SimpleNamespace(policy=load_policy, policy_weights=None)  # type: ignore[assignment]
+    live = root / "round-0003" / "grpo" / "checkpoints" / "step-000002"
+    ctx.previous = {"train": {"checkpoint": str(live), "parent_dir": str(root / "round-0001"), "steps": 2}}
+    out = await PublishPhase().run(ctx)
+    assert out["policy"] == "updated" and policy.loaded == [live]
+    # Keep 2 would keep rounds 2 and 3; round 1 holds the parent, so nothing goes yet.
+    assert out["pruned"] == [] and len(list(root.iterdir())) == 3
+    ctx.previous["train"]["parent_dir"] = str(root / "round-0002" / "grpo" / "checkpoints" / "step-000002")
+    out = await PublishPhase().run(ctx)
+    assert out["pruned"] == ["round-0001"] and sorted(p.name for p in root.iterdir()) == [
+        "round-0002",
+        "round-0003",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of_restarting_from_base(
+    make_config,
+) -> None:
+    from arena.store import CheckpointRow, Store, repo
+    from ops.phases.runtime import current_policy_dir
+
+    config = make_config()
+    live = config.data.dir / "checkpoints" / "round-0007" / "grpo" / "checkpoints" / "step-000008"
+    live.mkdir(parents=True)
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        async with store.transaction() as s:
+            await repo.add_checkpoint(
+                s, CheckpointRow(id="round-0007", round=7, path=str(live), published=True)
+            )
+        ctx = context(config)
+        ctx.store = store
+        assert await current_policy_dir(ctx) == (live, "round-0007")
+        live.rename(live.with_name("moved-away"))
+        with pytest.raises(FileNotFoundError, match=f"published policy round-0007 is missing at {live}"):
+            await current_policy_dir(ctx)

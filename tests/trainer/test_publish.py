@@ -101,6 +101,33 @@ async def test_http_publisher_reports_a_refusal_without_retrying(tmp_path: Path)
 
 
 @pytest.mark.anyio
+async def test_http_publisher_keeps_only_the_newest_copies_once_the_server_has_reloaded(
+    tmp_path: Path,
+) -> None:
+    fake = FakeVllmServer()
+    source = checkpoint(tmp_path)
+    shared = tmp_path / "shared"
+    async with anyio.create_task_group() as tg:
+        url, server = await serve(fake, tg)
+        publisher = HttpWeightPublisher(url, shared, keep=2, backoff_s=0.01)
+        for round_id, step in [(1, 9), (2, 3), (2, 6), (10, 1)]:  # round 10 sorts after round 2
+            await publisher.publish(source, round_id=round_id, step=step)
+        assert list_names(shared) == ["round-0002-step-000006", "round-0010-step-000001"]
+        # A refused reload deletes nothing: the server may still be reading the older copies.
+        fake.fail_first, fake.status = 1, 400
+        with pytest.raises(PublishError):
+            await publisher.publish(source, round_id=11, step=1)
+        server.should_exit = True
+    assert list_names(shared) == [
+        "round-0002-step-000006",
+        "round-0010-step-000001",
+        "round-0011-step-000001",
+    ]
+    with pytest.raises(ValueError, match="keep must be at least 1"):
+        HttpWeightPublisher(url, shared, keep=0)
+
+
+@pytest.mark.anyio
 async def test_http_publisher_rejects_a_folder_without_weights(tmp_path: Path) -> None:
     publisher = HttpWeightPublisher("http://127.0.0.1:9", tmp_path / "shared")
     with pytest.raises(PublishError, match="no safetensors"):
