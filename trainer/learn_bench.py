@@ -72,11 +72,13 @@ def default_trainer_config(quick: bool) -> TrainerConfig:
         tasks_per_step=2,
         # At 1,000–2,000 tokens of context decoding is bound by reading the KV cache, so a row
         # costs about as much in a batch of 8 as of 16: two groups per step, more steps.
-        # Measured (README, Benchmarks): on 2 cores with AVX-512 BF16 SFT takes 27 min (132 tasks,
-        # 2 epochs), a GRPO step 2–3 min, an evaluation 1–4 min: 56 min in all with 8 steps. On 2
+        # Measured (docs/learn-bench.md): on 2 cores with AVX-512 BF16 SFT takes 24–25 min (132
+        # tasks, 2 epochs), 9 GRPO steps 21–26 min, an evaluation 1–3 min: 52–59 min in all. On 2
         # cores without AVX-512 (float32 rollouts) SFT alone takes 75 min and the run 2 hours.
-        max_steps=2 if quick else 6,
-        learning_rate=2e-5,
+        # The GRPO rate is the best measured: GRPO − SFT held out was +2.1 and +4.3 points at 1e-5,
+        # −8.5 to +2.1 at 2e-5 and above.
+        max_steps=2 if quick else 9,
+        learning_rate=1e-5,
         system_prompt="compact",
         tool_subset=0 if quick else 1,
         save_every=4,
