@@ -140,16 +140,6 @@ def test_round_folders_past_the_newest_are_deleted_unless_they_hold_a_protected_
     assert prune_round_dirs(root, 2, [live, parent]) == []  # idempotent: a rerun after a crash
 
 
-class RecordingPolicy:
-    """Scripted stand-in for the local policy model: records the folders it loads."""
-
-    def __init__(self) -> None:
-        self.loaded: list[Path] = []
-
-    def load_weights(self, path: str | Path) -> None:
-        self.loaded.append(Path(path))
-
-
 @pytest.mark.anyio
 async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(make_config) -> None:
     config = make_config(ARENA_TRAINER__KEEP_ROUNDS="2")
@@ -158,9 +148,10 @@ async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(mak
         folder = root / f"round-{number:04d}" / "grpo" / "checkpoints" / "step-000002"
         folder.mkdir(parents=True)
         (folder / "model.safetensors").write_bytes(b"weights")
-    policy = RecordingPolicy()
+    loaded: list[Path] = []
+    policy = SimpleNamespace(load_weights=loaded.append)  # scripted local policy model: records loads
 
-    async def load_policy() -> RecordingPolicy:
+    async def load_policy() -> SimpleNamespace:
         return policy
 
     ctx = context(config)
@@ -168,7 +159,7 @@ async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(mak
     live = root / "round-0003" / "grpo" / "checkpoints" / "step-000002"
     ctx.previous = {"train": {"checkpoint": str(live), "parent_dir": str(root / "round-0001"), "steps": 2}}
     out = await PublishPhase().run(ctx)
-    assert out["policy"] == "updated" and policy.loaded == [live]
+    assert out["policy"] == "updated" and loaded == [live]
     # Keep 2 would keep rounds 2 and 3; round 1 holds the parent, so nothing goes yet.
     assert out["pruned"] == [] and len(list(root.iterdir())) == 3
     ctx.previous["train"]["parent_dir"] = str(root / "round-0002" / "grpo" / "checkpoints" / "step-000002")

@@ -13,8 +13,9 @@ from arena.episode.users import ScriptedUser
 from arena.protocols import UserContext
 from arena.tasks.model import AnswerCheck
 from trainer.checkpoints import read_lineage
+from trainer.config import TrainerConfig
 from trainer.grpo import train_round
-from trainer.metrics import StepMetrics
+from trainer.metrics import StepMetrics, TrainResult
 from trainer.rollout import RolloutBridge, SampledBatch, has_signal
 from trainer.tasks import prepare_tasks
 
@@ -216,6 +217,28 @@ async def test_a_reused_rollout_batch_feeds_several_clipped_steps(
     assert seen[1].loss != seen[0].loss  # the same batch, a moved policy
 
 
+async def _one_step_then_resume(
+    model_path: Path, out_dir: Path, config: TrainerConfig
+) -> tuple[TrainResult, TrainResult, list[StepMetrics]]:
+    """A one-step round that checkpoints, then the same round resumed for a second step (as after a crash)."""
+    seen: list[StepMetrics] = []
+    first = await train_round(0, [letters_task()], model_path, out_dir, config, on_step=seen.append)
+    longer = config.model_copy(update={"max_steps": 2})
+    resumed = await train_round(0, [letters_task()], model_path, out_dir, longer, on_step=seen.append)
+    assert (first.steps, resumed.resumed_from_step, resumed.steps) == (1, 1, 1)
+    assert all(m.finite() for m in seen)
+    return first, resumed, seen
+
+
+def _assert_anchored_at_the_round_start(seen: list[StepMetrics]) -> None:
+    """KL 0 on the round's first step (sampled from the reference itself), > 0 after the resume."""
+    kl_start, kl_resumed = (m.kl for m in seen)
+    assert kl_start is not None and kl_resumed is not None, "no KL logged with beta > 0"
+    assert kl_start == pytest.approx(0.0, abs=1e-6)
+    flat = seen[1].zero_variance_fraction
+    assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
+
+
 @pytest.mark.anyio
 async def test_a_kl_coefficient_anchors_the_policy_to_the_round_start_across_a_resume(
     embedded_model_path: Path, tmp_path: Path
@@ -226,24 +249,10 @@ async def test_a_kl_coefficient_anchors_the_policy_to_the_round_start_across_a_r
     resumes from it, as after a crash: step 2 samples from the updated policy, and its divergence
     is measured against the round's start, not against the checkpoint it resumed from (KL 0 again).
     """
-    seen: list[StepMetrics] = []
-    config = tiny_config(beta=0.2, save_every=1)
-    first = await train_round(0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append)
-    resumed = await train_round(
-        0,
-        [letters_task()],
-        embedded_model_path,
-        tmp_path,
-        config.model_copy(update={"max_steps": 2}),
-        on_step=seen.append,
+    _, _, seen = await _one_step_then_resume(
+        embedded_model_path, tmp_path, tiny_config(beta=0.2, save_every=1)
     )
-    assert (first.steps, resumed.resumed_from_step, resumed.steps) == (1, 1, 1)
-    assert all(m.finite() for m in seen)
-    kl_start, kl_resumed = (m.kl for m in seen)
-    assert kl_start is not None and kl_resumed is not None, "no KL logged with beta > 0"
-    assert kl_start == pytest.approx(0.0, abs=1e-6)
-    flat = seen[1].zero_variance_fraction
-    assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
+    _assert_anchored_at_the_round_start(seen)
 
 
 @pytest.mark.anyio
@@ -262,30 +271,14 @@ async def test_a_lora_round_checkpoints_merged_weights_and_resumes_its_adapter(
 
     lora = LoraConfig(enabled=True, r=8, alpha=16)
     config = tiny_config(beta=0.2, save_every=1, learning_rate=1e-3, lora=lora)
-    seen: list[StepMetrics] = []
-    first = await train_round(0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append)
+    first, resumed, seen = await _one_step_then_resume(embedded_model_path, tmp_path, config)
+    _assert_anchored_at_the_round_start(seen)
     adapter = first.policy_dir / "adapter"
     assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
     before = load_file(str(embedded_model_path / "model.safetensors"))
-    after = load_file(str(first.policy_dir / "model.safetensors"))
-    assert set(after) == set(before), "the checkpoint is not the plain merged model"
-    changed = {k for k in before if not torch.equal(before[k], after[k])}
     adapted = {k for k in before if any(f".{m}." in k for m in lora.target_modules)}
-    assert changed and changed <= adapted, sorted(changed - adapted)[:3]
-
-    resumed = await train_round(
-        0,
-        [letters_task()],
-        embedded_model_path,
-        tmp_path,
-        config.model_copy(update={"max_steps": 2}),
-        on_step=seen.append,
-    )
-    assert (resumed.resumed_from_step, resumed.steps) == (1, 1)
-    assert all(m.finite() for m in seen)
-    kl_start, kl_resumed = (m.kl for m in seen)
-    assert kl_start == pytest.approx(0.0, abs=1e-6) and kl_resumed is not None
-    flat = seen[1].zero_variance_fraction
-    assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
-    final = load_file(str(resumed.policy_dir / "model.safetensors"))
-    assert all(torch.equal(final[k], before[k]) for k in before if k not in adapted)
+    for checkpoint in (first.policy_dir, resumed.policy_dir):
+        after = load_file(str(checkpoint / "model.safetensors"))
+        assert set(after) == set(before), "the checkpoint is not the plain merged model"
+        changed = {k for k in before if not torch.equal(before[k], after[k])}
+        assert changed and changed <= adapted, sorted(changed - adapted)[:3]
