@@ -8,7 +8,7 @@ defaults are the CPU demo (the embedded model, small groups); production raises 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,7 +28,11 @@ def _rollout_episode() -> EpisodeConfig:
 
 
 class LoraConfig(BaseModel):
-    """Optional LoRA adapters (peft). Off by default: the embedded model is small enough to train fully."""
+    """Optional LoRA adapters (peft) for the SFT warm-up and GRPO alike.
+
+    Off by default: the embedded model is small enough to train fully. Checkpoints always hold the
+    merged weights.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -39,6 +43,20 @@ class LoraConfig(BaseModel):
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+
+    def peft_config(self) -> Any:
+        """peft's `LoraConfig` for these settings, or None when LoRA is off."""
+        if not self.enabled:
+            return None
+        from peft import LoraConfig as PeftLoraConfig
+
+        return PeftLoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            task_type="CAUSAL_LM",
+        )
 
 
 class SftConfig(BaseModel):

@@ -100,21 +100,6 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
     )
 
 
-def _peft_config(config: TrainerConfig) -> Any:
-    if not config.lora.enabled:
-        return None
-    from peft import LoraConfig as PeftLoraConfig
-
-    lora = config.lora
-    return PeftLoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
-        task_type="CAUSAL_LM",
-    )
-
-
 def _is_peft(model: Any) -> bool:
     return hasattr(model, "merge_and_unload")
 
@@ -312,7 +297,7 @@ def _train_sync(
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[_callback(run)],
-        peft_config=None if resumed_adapter else _peft_config(run.config),
+        peft_config=None if resumed_adapter else run.config.lora.peft_config(),
         rollout_func=run.bridge,
     )
     if resumed_adapter and run.config.beta > 0:

@@ -287,6 +287,12 @@ async def sft_warmup(
     model, tokenizer = await anyio.to_thread.run_sync(
         functools.partial(load_policy, Path(policy_dir), device=device)
     )
+    if config.lora.enabled:  # a large model's warm-up trains adapters too; the checkpoint merges them
+        from peft import get_peft_model
+
+        model = get_peft_model(model, config.lora.peft_config())
+        if config.gradient_checkpointing:
+            model.enable_input_require_grads()  # the frozen embeddings would cut the graph otherwise
     examples, unrendered = await build_examples(prepared, tokenizer, config, sandbox=sandbox)
     skipped += unrendered
     if not examples:

@@ -13,13 +13,13 @@ from arena.episode.users import ScriptedUser
 from arena.protocols import UserContext
 from arena.tasks.model import AnswerCheck
 from trainer.checkpoints import read_lineage
-from trainer.config import TrainerConfig
+from trainer.config import LoraConfig, TrainerConfig
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics, TrainResult
 from trainer.rollout import RolloutBridge, SampledBatch, has_signal
 from trainer.tasks import prepare_tasks
 
-from .tiny import letters_task, tiny_config
+from .tiny import assert_merged_lora_checkpoint, letters_task, tiny_config
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -264,21 +264,11 @@ async def test_a_lora_round_checkpoints_merged_weights_and_resumes_its_adapter(
     Only the adapted projections change. A resumed round continues that adapter on the round's
     starting weights, so its KL reference is still those weights (KL > 0 after the resume).
     """
-    import torch
-    from safetensors.torch import load_file
-
-    from trainer.config import LoraConfig
-
     lora = LoraConfig(enabled=True, r=8, alpha=16)
     config = tiny_config(beta=0.2, save_every=1, learning_rate=1e-3, lora=lora)
     first, resumed, seen = await _one_step_then_resume(embedded_model_path, tmp_path, config)
     _assert_anchored_at_the_round_start(seen)
     adapter = first.policy_dir / "adapter"
     assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
-    before = load_file(str(embedded_model_path / "model.safetensors"))
-    adapted = {k for k in before if any(f".{m}." in k for m in lora.target_modules)}
     for checkpoint in (first.policy_dir, resumed.policy_dir):
-        after = load_file(str(checkpoint / "model.safetensors"))
-        assert set(after) == set(before), "the checkpoint is not the plain merged model"
-        changed = {k for k in before if not torch.equal(before[k], after[k])}
-        assert changed and changed <= adapted, sorted(changed - adapted)[:3]
+        assert_merged_lora_checkpoint(embedded_model_path, checkpoint, lora)

@@ -11,11 +11,11 @@ from arena.episode.history import policy_view
 from arena.episode.runner import EpisodeConfig, run_episode
 from arena.tasks.toml_io import load_tasks
 from arena.types import Completion, Message, ToolSpec, Usage
-from trainer.config import SftConfig
+from trainer.config import LoraConfig, SftConfig
 from trainer.sft import IGNORE, needs_warmup, reference_messages, render_examples, sft_warmup
 from trainer.tasks import prepare_tasks
 
-from .tiny import tiny_config
+from .tiny import assert_merged_lora_checkpoint, tiny_config
 
 pytestmark = pytest.mark.model
 
@@ -134,3 +134,16 @@ async def test_warmup_step_saves_a_checkpoint_and_is_not_repeated(
     assert not needs_warmup(result.policy_dir, config)
     again = await sft_warmup(0, [task], embedded_model_path, tmp_path, config)
     assert again.steps == 0 and again.policy_dir == result.policy_dir
+
+
+@pytest.mark.anyio
+async def test_a_lora_warmup_trains_adapters_and_saves_the_merged_model(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    lora = LoraConfig(enabled=True, r=8, alpha=16)
+    config = tiny_config(lora=lora, sft=SftConfig(epochs=2.0, batch_size=1, learning_rate=1e-3))
+    task = library_task("renew-project-hail-mary")
+    result = await sft_warmup(0, [task], embedded_model_path, tmp_path, config)
+    assert result.steps == 2 and all(m.finite() for m in result.metrics)
+    assert result.metrics[1].loss < result.metrics[0].loss, [m.loss for m in result.metrics]
+    assert_merged_lora_checkpoint(embedded_model_path, result.policy_dir, lora)

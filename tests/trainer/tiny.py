@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.model import AnswerCheck, Task
 from arena.types import SamplingParams
-from trainer.config import TrainerConfig
+from trainer.config import LoraConfig, TrainerConfig
 
 
 def letters_task(task_id: str = "say-something") -> Task:
@@ -48,3 +50,16 @@ def resume_config() -> TrainerConfig:
     """Two steps with a checkpoint after each: the run the resume test kills after step 1."""
     base = tiny_config(group_size=2, max_steps=2, save_every=1, keep_last=3)
     return base.model_copy(update={"episode": base.episode.model_copy(update={"max_tokens_per_turn": 4})})
+
+
+def assert_merged_lora_checkpoint(base_dir: Path, checkpoint: Path, lora: LoraConfig) -> None:
+    """`checkpoint` is the plain merged model: the base's tensors, of which only LoRA-adapted ones changed."""
+    import torch
+    from safetensors.torch import load_file
+
+    before = load_file(str(base_dir / "model.safetensors"))
+    after = load_file(str(checkpoint / "model.safetensors"))
+    assert set(after) == set(before), "the checkpoint is not the plain merged model"
+    adapted = {k for k in before if any(f".{m}." in k for m in lora.target_modules)}
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and changed <= adapted, sorted(changed - adapted)[:3] or "nothing changed"
