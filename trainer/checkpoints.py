@@ -4,8 +4,9 @@ A checkpoint is `<out_dir>/checkpoints/step-NNNNNN/` holding what `save_pretrain
 (`model.safetensors`, `config.json`, generation config), the tokenizer (with the tool-aware chat
 template) and `lineage.json`: the parent policy, the round, the phase, the step and the reward
 statistics of the rollouts that led to it. A LoRA run's checkpoint also keeps its adapter alone in
-`adapter/`, so a resumed round continues the adapter on the weights the round started from. Folders are written under a temporary name and renamed
-into place, so a crash never leaves a half-written checkpoint that resume would pick up.
+`adapter/`, so a resumed round continues the adapter on the weights the round started from.
+Folders are written under a temporary name and renamed into place, so a crash never leaves a
+half-written checkpoint that resume would pick up.
 
 Retention keeps the last `keep_last` checkpoints and (optionally) the one with the best reward.
 Resume reads the newest complete checkpoint of an output folder and continues after its step; the
