@@ -4,7 +4,8 @@
 as native `message.tool_calls` with `finish_reason: "tool_calls"`), `n`, `logprobs`,
 `response_format` (`json_object` / `json_schema`), `seed`, `stop` and vLLM's `return_token_ids`.
 `GET /v1/models` lists the one served model and `/health` answers 200. Bad requests get a 400 with
-an OpenAI-style `{"error": {...}}` body naming the problem.
+an OpenAI-style `{"error": {...}}` body naming the problem. With `allow_reload`, vLLM's
+weight-reload endpoints too (`simulate.serve_reload`).
 
 `serving(app)` runs an app under uvicorn inside the caller's task group (tests, the CLI).
 """
@@ -31,6 +32,8 @@ from arena.episode.parser import parse_tool_calls
 from arena.protocols import ChatModel, ModelError
 from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec
 from simulate.model_errors import ModelRequestError
+from simulate.serve_reload import ReloadableModel, reload_routes
+from simulate.wire_errors import error_response, validation_message
 
 log = structlog.get_logger(__name__)
 
@@ -150,22 +153,6 @@ def _schema(fmt: _ResponseFormat | None) -> dict[str, Any] | None:
     return schema
 
 
-def _error(
-    status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
-    )
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def _choice(
     index: int, completion: Completion, *, tools_on: bool, tokenizer: Any, token_ids: bool
 ) -> dict[str, Any]:
@@ -212,8 +199,19 @@ def _wire_call(call: ToolCall, call_id: str | None = None) -> dict[str, Any]:
     }
 
 
-def create_app(model: ChatModel, *, name: str | None = None, aliases: tuple[str, ...] = ()) -> Starlette:
-    """The OpenAI-compatible Starlette app serving `model` under `name` (and `aliases`)."""
+def create_app(
+    model: ChatModel,
+    *,
+    name: str | None = None,
+    aliases: tuple[str, ...] = (),
+    allow_reload: bool = False,
+) -> Starlette:
+    """The OpenAI-compatible Starlette app serving `model` under `name` (and `aliases`).
+
+    `allow_reload` adds vLLM's weight-reload endpoints (`simulate.serve_reload`).
+    """
+    if allow_reload and not isinstance(model, ReloadableModel):
+        raise ValueError(f"model {model.name!r} cannot reload weights (it has no load_weights)")
     served = name or model.name
     accepted = {served, *aliases}
     tokenizer = getattr(model, "tokenizer", None)
@@ -223,17 +221,17 @@ def create_app(model: ChatModel, *, name: str | None = None, aliases: tuple[str,
         try:
             raw = await request.json()
         except ValueError:
-            return _error(400, "the request body is not valid JSON")
+            return error_response(400, "the request body is not valid JSON")
         try:
             req = ChatRequest.model_validate(raw)
             messages = to_messages(req.messages)
             schema = _schema(req.response_format)
         except ValidationError as exc:
-            return _error(400, _validation_message(exc))
+            return error_response(400, validation_message(exc))
         except ValueError as exc:
-            return _error(400, str(exc))
+            return error_response(400, str(exc))
         if req.model is not None and req.model not in accepted:
-            return _error(
+            return error_response(
                 404,
                 f"model {req.model!r} not found; this server serves {served!r}",
                 kind="not_found_error",
@@ -274,9 +272,9 @@ def create_app(model: ChatModel, *, name: str | None = None, aliases: tuple[str,
         if errors:
             request_errors = [e for e in errors if isinstance(e, ModelRequestError)]
             if request_errors:
-                return _error(400, str(request_errors[0]))
+                return error_response(400, str(request_errors[0]))
             log.warning("serve.model_error", error=str(errors[0]))
-            return _error(500, str(errors[0]), kind="server_error")
+            return error_response(500, str(errors[0]), kind="server_error")
         done = [r for r in results if r is not None]
         first = done[0]
         body: dict[str, Any] = {
@@ -309,13 +307,14 @@ def create_app(model: ChatModel, *, name: str | None = None, aliases: tuple[str,
     async def health(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "model": served})
 
-    return Starlette(
-        routes=[
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-        ]
-    )
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    if allow_reload:
+        routes += reload_routes(model)  # type: ignore[arg-type]  (checked above)
+    return Starlette(routes=routes)
 
 
 @asynccontextmanager

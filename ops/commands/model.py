@@ -42,13 +42,13 @@ def _quiet() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """`arena serve-model [--model PATH|embedded] [--host] [--port]`."""
+    """`arena serve-model [--model PATH|embedded] [--host] [--port] [--allow-reload]`."""
     from simulate.serve import create_app, serving
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port must be between 0 and 65535, got {args.port}")
     model = _load(args, args.max_batch)
-    app = create_app(model, name=args.name or model.name)
+    app = create_app(model, name=args.name or model.name, allow_reload=args.allow_reload)
     log = structlog.get_logger(__name__)
 
     async def main() -> None:
@@ -124,6 +124,12 @@ def register(cli: Cli) -> None:
     serve.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
     serve.add_argument("--name", default=None, help="the served model name (default: the model's)")
     serve.add_argument("--max-batch", type=int, default=32, help="largest decode batch (default 32)")
+    serve.add_argument(
+        "--allow-reload",
+        action="store_true",
+        help="serve vLLM's weight-reload endpoints (POST /collective_rpc reload_weights, /reset_prefix_cache) "
+        "so a trainer can publish new weights; anyone who reaches them can swap the weights",
+    )
     serve.set_defaults(func=cmd_serve)
 
     bench = cli.group("bench").add_parser(
