@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from ops.config_sections import (
     AdminConfig,
@@ -69,6 +69,21 @@ class ArenaConfig(ConfigSection):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @field_validator("trainer")
+    @classmethod
+    def _rollouts_need_a_policy_server(cls, trainer: TrainerConfig, info: ValidationInfo) -> TrainerConfig:
+        models = info.data.get("models")
+        if trainer.rollouts == "policy_server" and models is not None:
+            if models.policy.backend != "http":
+                raise ValueError(
+                    "rollouts = 'policy_server' needs models.policy.backend = 'http' (the server)"
+                )
+            if trainer.publish_dir is None:
+                raise ValueError(
+                    "rollouts = 'policy_server' needs publish_dir (where the server reads updates)"
+                )
+        return trainer
 
     @property
     def database_url(self) -> str:

@@ -264,6 +264,11 @@ class TrainerConfig(ConfigSection):
     publish_dir: Path | None = Field(
         None, description="Folder the HTTP policy server reads new weights from (http policy backend)."
     )
+    rollouts: Literal["local", "policy_server"] = Field(
+        "local",
+        description="Where GRPO samples: local (the trainer's own model) or policy_server (the http policy "
+        "server, e.g. vLLM, which gets every update through publish_dir).",
+    )
     base_model: Path | None = Field(
         None, description="Initial policy weights (folder); default the policy model when local."
     )

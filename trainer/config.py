@@ -133,6 +133,7 @@ class TrainerConfig(BaseModel):
     rollout_backend: Literal["local", "http"] = "local"
     rollout_base_url: str | None = None  # OpenAI-compatible server (vLLM) when rollout_backend = "http"
     rollout_model: str = "policy"  # the served model name on that server
+    rollout_api_key: str | None = None  # its API key, if it wants one
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
     max_batch: int = Field(default=32, ge=1)  # local backend: rows per decode batch
     # Local backend: the dtype rollouts and evaluations sample in. "auto" = bfloat16 where the

@@ -328,8 +328,8 @@ async def train_round(
     Checkpoints go to `out_dir/checkpoints/`; the result's `policy_dir` is the last one (the next
     round's input). `envs` maps environment names to loaded environments (default: the registry);
     `user` plays the user in conversational tasks; `sandbox` runs synthesized environments' tools;
-    `publisher` pushes new weights to an HTTP rollout server after every update (and is not
-    needed for local rollouts, which sample from the trainer's own model).
+    `publisher` pushes the starting weights and then every update to an HTTP rollout server (and is
+    not needed for local rollouts, which sample from the trainer's own model).
     """
     started = time.perf_counter()
     out_dir = Path(out_dir)
@@ -360,6 +360,10 @@ async def train_round(
     factory = (
         http_policy_factory(config) if config.rollout_backend == "http" else local_policy_factory(config)
     )
+    if publisher is not None and config.rollout_backend == "http":
+        # The server may hold other weights (the base model before a warm-up, a later step before a
+        # crash): the first rollouts must come from the weights this call trains.
+        await publisher.publish(start_dir, round_id=round_id, step=offset)
     outcomes: dict[str, TaskOutcome] = {}
     env_of = {p.key: p.task.env for p in prepared}
 

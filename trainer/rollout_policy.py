@@ -73,7 +73,11 @@ def http_policy_factory(config: TrainerConfig) -> PolicyFactory:
         assert config.rollout_base_url is not None
         if "chat" not in state:
             state["chat"] = HttpChatModel(
-                config.rollout_base_url, config.rollout_model, role="policy", return_token_ids=True
+                config.rollout_base_url,
+                config.rollout_model,
+                api_key=config.rollout_api_key,
+                role="policy",
+                return_token_ids=True,
             )
         return state["chat"]
 

@@ -20,7 +20,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CheckpointRow, repo
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.runtime import checkpoints_dir, prune_round_dirs
+from ops.phases.runtime import checkpoints_dir, http_publisher, prune_round_dirs
 
 log = structlog.get_logger(__name__)
 
@@ -59,18 +59,11 @@ class PublishPhase(BasePhase):
         return {**out, "policy": "updated", "target": target, "pruned": [p.name for p in pruned]}
 
     async def _publish(self, ctx: PhaseContext, checkpoint: Path, step: int) -> str:
-        from trainer.publish import HttpWeightPublisher, LocalWeightPublisher
+        from trainer.publish import LocalWeightPublisher
 
-        section = ctx.config.models.policy
-        if section.backend == "http":
-            shared = ctx.config.trainer.publish_dir
-            if shared is None:
-                raise ValueError("trainer.publish_dir is needed to publish weights to an HTTP policy server")
-            base = (section.base_url or "").rstrip("/").removesuffix("/v1")
-            publisher: Any = HttpWeightPublisher(
-                base, shared, api_key=section.api_key.get_secret_value() if section.api_key else None
-            )
-            target = base
+        if ctx.config.models.policy.backend == "http":
+            publisher: Any = http_publisher(ctx)
+            target = publisher.base_url
         else:
             publisher = LocalWeightPublisher(await ctx.models.policy())
             target = "local"

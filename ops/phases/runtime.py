@@ -132,7 +132,33 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         save_every=max(1, rnd.train_steps),
         keep_last=tr.keep_checkpoints,
         sft=SftConfig(enabled=tr.sft_warmup, epochs=tr.sft_epochs),
+        **_rollout_server(ctx),
     )
+
+
+def _rollout_server(ctx: PhaseContext) -> dict[str, Any]:
+    """The trainer's rollout-backend fields: the policy server's, with `trainer.rollouts = "policy_server"`."""
+    if ctx.config.trainer.rollouts != "policy_server":
+        return {"rollout_backend": "local"}
+    section = ctx.config.models.policy
+    return {
+        "rollout_backend": "http",
+        "rollout_base_url": section.base_url,
+        "rollout_model": section.model,
+        "rollout_api_key": section.api_key.get_secret_value() if section.api_key else None,
+    }
+
+
+def http_publisher(ctx: PhaseContext) -> Any:
+    """The `HttpWeightPublisher` for the http policy server (`models.policy`, `trainer.publish_dir`)."""
+    from trainer.publish import HttpWeightPublisher
+
+    section, shared = ctx.config.models.policy, ctx.config.trainer.publish_dir
+    if shared is None:
+        raise ValueError("trainer.publish_dir is needed to publish weights to an HTTP policy server")
+    base = (section.base_url or "").rstrip("/").removesuffix("/v1")
+    api_key = section.api_key.get_secret_value() if section.api_key else None
+    return HttpWeightPublisher(base, shared, api_key=api_key)
 
 
 async def base_policy_dir(ctx: PhaseContext) -> Path:

@@ -16,7 +16,14 @@ import structlog
 
 from arena.store import repo
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.runtime import current_policy_dir, load_envs, round_dir, sandbox_pool, trainer_config
+from ops.phases.runtime import (
+    current_policy_dir,
+    http_publisher,
+    load_envs,
+    round_dir,
+    sandbox_pool,
+    trainer_config,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -104,6 +111,8 @@ class TrainPhase(BasePhase):
                 ctx.safe_point,
                 envs=envs,
                 sandbox=pool,
+                # Rollouts from the policy server: it gets every update, so they stay on-policy.
+                publisher=http_publisher(ctx) if tconf.rollout_backend == "http" else None,
             )
         ctx.metrics.grpo_zero_variance.inc(grpo.zero_variance_groups)
         ctx.metrics.grpo_resampled.inc(grpo.resampled_groups)

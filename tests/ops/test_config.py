@@ -66,6 +66,16 @@ def test_database_url_forms() -> None:
         ({"ARENA_ROUNDS__K": "3"}, "", "ARENA_ROUNDS__K: no configuration key 'rounds.k'"),
         ({}, "[round]\nsampels_per_task = 3\n", "round.sampels_per_task: unknown key"),
         ({}, "[round\n", "not valid TOML"),
+        (
+            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            "",
+            "trainer: rollouts = 'policy_server' needs models.policy.backend = 'http'",
+        ),
+        (
+            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n',
+            "trainer: rollouts = 'policy_server' needs publish_dir",
+        ),
     ],
 )
 def test_bad_values_name_their_key(

@@ -12,7 +12,7 @@ from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
 from ops.phases.plan import task_difficulty, training_outcomes
 from ops.phases.publish import PublishPhase
-from ops.phases.runtime import prune_round_dirs, record_synthesis, trainer_config
+from ops.phases.runtime import http_publisher, prune_round_dirs, record_synthesis, trainer_config
 from ops.phases.tasks import pick
 
 
@@ -84,6 +84,23 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
     assert evaluation.episode.params.temperature == 0.0 and not evaluation.episode.params.logprobs
     assert evaluation.system_prompt == train.system_prompt and evaluation.tool_subset == train.tool_subset
     assert train.episode.params.constrain_tool_calls and evaluation.episode.params.constrain_tool_calls
+
+
+def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(make_config, tmp_path) -> None:
+    config = make_config(
+        ARENA_MODELS__POLICY__BACKEND="http",
+        ARENA_MODELS__POLICY__BASE_URL="http://vllm:8000/v1",
+        ARENA_MODELS__POLICY__MODEL="qwen-8b",
+        ARENA_MODELS__POLICY__API_KEY="s3cret",
+        ARENA_TRAINER__PUBLISH_DIR=str(tmp_path / "shared"),
+    )
+    assert trainer_config(context(config)).rollout_backend == "local"  # the default: the trainer's model
+    config.trainer.rollouts = "policy_server"
+    train = trainer_config(context(config))
+    assert (train.rollout_backend, train.rollout_base_url) == ("http", "http://vllm:8000/v1")
+    assert (train.rollout_model, train.rollout_api_key) == ("qwen-8b", "s3cret")
+    publisher = http_publisher(context(config))
+    assert publisher.base_url == "http://vllm:8000" and publisher.shared_dir == tmp_path / "shared"
 
 
 def test_task_difficulty_reads_only_curriculum_knobs() -> None:

@@ -39,6 +39,14 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
         return await chat(*args, **kwargs)
 
     served.chat = counting_chat  # type: ignore[method-assign]
+    reloads: list[str] = []
+    load_weights = served.load_weights
+
+    def recording_load(path: str | Path) -> None:
+        load_weights(path)
+        reloads.append(Path(path).name)
+
+    served.load_weights = recording_load  # type: ignore[method-assign]
     seen: list[StepMetrics] = []
     async with serving(create_app(served, name="policy", allow_reload=True)) as url:
         publisher = HttpWeightPublisher(url, tmp_path / "shared")
@@ -64,7 +72,8 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
     assert result.steps == 2 and result.episodes == 8 and all(m.finite() for m in seen)
     assert len(turns_served) >= result.episodes  # every policy turn was sampled by the server
     assert all(m.tokens_per_s and m.tokens_per_s > 0 for m in seen)
-    # Each update went to the server; the copies it loaded are in the shared folder.
+    # The server loaded the starting weights, then each update; the shared folder keeps the newest two.
+    assert reloads == ["round-0000-step-000000", "round-0000-step-000001", "round-0000-step-000002"]
     assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == [
         "round-0000-step-000001",
         "round-0000-step-000002",
