@@ -72,8 +72,13 @@ class ArenaConfig(ConfigSection):
 
     @field_validator("trainer")
     @classmethod
-    def _rollouts_need_a_policy_server(cls, trainer: TrainerConfig, info: ValidationInfo) -> TrainerConfig:
+    def _http_policy_needs_weights_and_a_publish_dir(
+        cls, trainer: TrainerConfig, info: ValidationInfo
+    ) -> TrainerConfig:
         models = info.data.get("models")
+        if models is not None and models.policy.backend == "http" and trainer.base_model is None:
+            # Without it the trainer would start from the embedded model, not from what the server serves.
+            raise ValueError("base_model (the folder of the weights the http policy server serves) is needed")
         if trainer.rollouts == "policy_server" and models is not None:
             if models.policy.backend != "http":
                 raise ValueError(

@@ -147,6 +147,26 @@ class ModelsConfig(ConfigSection):
     policy: ModelConfig = Field(default_factory=ModelConfig)
     helper: ModelConfig = Field(default_factory=ModelConfig)
 
+    @model_validator(mode="after")
+    def _helper_is_not_the_policy_server(self) -> ModelsConfig:
+        # Every publish reloads the policy server's weights: a helper served there would become the
+        # trained policy, simulating tools and users and judging answers for itself.
+        if self.policy.backend == self.helper.backend == "http" and _same_server(
+            self.policy.base_url, self.helper.base_url
+        ):
+            raise ValueError(
+                f"helper.base_url is the policy server ({self.helper.base_url}): each publish would load "
+                "the trained policy into the helper; serve the helper from a server of its own"
+            )
+        return self
+
+
+def _same_server(a: str | None, b: str | None) -> bool:
+    def norm(url: str | None) -> str:
+        return (url or "").rstrip("/").removesuffix("/v1").rstrip("/").lower()
+
+    return norm(a) == norm(b)
+
 
 class RoundConfig(ConfigSection):
     """Sizes of one round."""

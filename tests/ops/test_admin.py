@@ -53,7 +53,9 @@ def test_refuses_public_address_without_token(make_config, capsys, monkeypatch, 
 
 async def test_readyz_false_while_model_backend_unreachable(make_config, fakes, run_daemon, until) -> None:
     config = make_config(
-        ARENA_MODELS__POLICY__BACKEND="http", ARENA_MODELS__POLICY__BASE_URL="http://127.0.0.1:9/v1"
+        ARENA_MODELS__POLICY__BACKEND="http",
+        ARENA_MODELS__POLICY__BASE_URL="http://127.0.0.1:9/v1",
+        ARENA_TRAINER__BASE_MODEL="/srv/models/policy",
     )
     daemon = Daemon(config, phases=fakes.fake_phases(steps=500), handle_signals=False)
     async with run_daemon(daemon) as client:

@@ -17,6 +17,7 @@ def test_toml_then_env_overrides(tmp_path: Path) -> None:
     file = tmp_path / "arena.toml"
     file.write_text(
         '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\nconcurrency = 8\n'
+        '[trainer]\nbase_model = "/srv/models/policy"\n'
         "[round]\nsamples_per_task = 6\n"
     )
     env = {
@@ -67,13 +68,25 @@ def test_database_url_forms() -> None:
         ({}, "[round]\nsampels_per_task = 3\n", "round.sampels_per_task: unknown key"),
         ({}, "[round\n", "not valid TOML"),
         (
+            {},
+            '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
+            '[models.helper]\nbackend = "http"\nbase_url = "http://VLLM:8000/"\n',
+            "models: helper.base_url is the policy server (http://VLLM:8000/): each publish would load",
+        ),
+        (
             {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
             "",
             "trainer: rollouts = 'policy_server' needs models.policy.backend = 'http'",
         ),
         (
-            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            {},
             '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n',
+            "trainer: base_model (the folder of the weights the http policy server serves) is needed",
+        ),
+        (
+            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
+            '[trainer]\nbase_model = "/srv/models/policy"\n',
             "trainer: rollouts = 'policy_server' needs publish_dir",
         ),
     ],

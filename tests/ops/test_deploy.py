@@ -76,6 +76,21 @@ def test_kubernetes_manifests_and_systemd_unit(tmp_path: Path) -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert pod["terminationGracePeriodSeconds"] > config.daemon.grace_period_s
     assert ("Service", "arena-vllm") in docs and ("ServiceMonitor", "arena") in docs
+    # The policy server is the pod's vLLM sidecar: it serves the configured name from base_model,
+    # exposes the reload endpoints and reads the publish folder from the daemon's data volume.
+    assert config.trainer.rollouts == "policy_server"
+    assert config.models.policy.base_url == "http://127.0.0.1:8000/v1"
+    assert config.models.helper.base_url == "http://arena-vllm:8000/v1"
+    [sidecar] = [c for c in pod["containers"] if c["name"] == "policy-vllm"]
+    assert f"--served-model-name={config.models.policy.model}" in sidecar["args"]
+    assert f"--model={config.trainer.base_model}" in sidecar["args"] and "--port=8000" in sidecar["args"]
+    assert {"name": "VLLM_SERVER_DEV_MODE", "value": "1"} in sidecar["env"]
+    [data] = [m for m in sidecar["volumeMounts"] if m["name"] == "data"]
+    daemon_data = next(m for m in container["volumeMounts"] if m["name"] == "data")
+    assert data["mountPath"] == daemon_data["mountPath"] == str(config.data.dir) and data["readOnly"]
+    assert config.trainer.publish_dir is not None and config.trainer.publish_dir.is_relative_to(
+        config.data.dir
+    )
     unit = (DEPLOY / "systemd" / "arena.service").read_text()
     for line in ("ProtectSystem=strict", "Restart=on-failure", "User=arena", "NoNewPrivileges=true"):
         assert line in unit

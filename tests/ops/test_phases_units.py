@@ -93,6 +93,7 @@ def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(make_c
         ARENA_MODELS__POLICY__MODEL="qwen-8b",
         ARENA_MODELS__POLICY__API_KEY="s3cret",
         ARENA_TRAINER__PUBLISH_DIR=str(tmp_path / "shared"),
+        ARENA_TRAINER__BASE_MODEL=str(tmp_path / "qwen-8b"),
     )
     assert trainer_config(context(config)).rollout_backend == "local"  # the default: the trainer's model
     config.trainer.rollouts = "policy_server"
