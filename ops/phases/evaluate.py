@@ -21,7 +21,7 @@ from arena.store import EnvironmentRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
 from ops.phases.episodes import EpisodeResult, Runner, WorkItem, run_work_items
-from ops.phases.runtime import load_envs, sandbox_pool, trainer_config
+from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
 
 log = structlog.get_logger(__name__)
@@ -74,6 +74,7 @@ class EvaluatePhase(BasePhase):
         }
         if not chosen:
             return {**out, "episodes": 0, "pass_rates": {}, "category_pass_rates": {}, "note": "no arena env"}
+        await serve_live_policy(ctx)
         tconf = trainer_config(ctx, temperature=0.0)
         levels = await difficulties(ctx)
         needs_pool = any(envs[n].sandboxed for n in chosen)

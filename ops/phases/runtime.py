@@ -149,6 +149,24 @@ def _rollout_server(ctx: PhaseContext) -> dict[str, Any]:
     }
 
 
+async def serve_live_policy(ctx: PhaseContext) -> Path | None:
+    """Load the newest published policy into the http policy server; returns it (None: nothing to do).
+
+    A policy server that restarted serves the weights it was started from, not the trained ones:
+    EVALUATE calls this first so that it never measures the wrong policy.
+    """
+    if ctx.config.models.policy.backend != "http":
+        return None
+    policy_dir, checkpoint_id = await current_policy_dir(ctx)
+    if checkpoint_id is None:  # a fresh run: the server's starting weights are the policy
+        return None
+    from trainer.checkpoints import read_lineage
+
+    lineage = await anyio.to_thread.run_sync(read_lineage, policy_dir)
+    await http_publisher(ctx).publish(policy_dir, round_id=lineage.round_id, step=lineage.step)
+    return policy_dir
+
+
 def http_publisher(ctx: PhaseContext) -> Any:
     """The `HttpWeightPublisher` for the http policy server (`models.policy`, `trainer.publish_dir`)."""
     from trainer.publish import HttpWeightPublisher

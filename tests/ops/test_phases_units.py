@@ -210,3 +210,58 @@ async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of
         live.rename(live.with_name("moved-away"))
         with pytest.raises(FileNotFoundError, match=f"published policy round-0007 is missing at {live}"):
             await current_policy_dir(ctx)
+
+
+class ScriptedReloadableModel:
+    """Scripted stand-in for a served policy: records the weight folders it is told to load."""
+
+    name = "policy"
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    async def chat(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("not asked to chat here")
+
+    def load_weights(self, path: str | Path) -> None:
+        self.loaded.append(Path(path).name)
+
+    def weights_changed(self) -> None:
+        pass
+
+
+@pytest.mark.anyio
+async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_restarted(
+    make_config, tmp_path
+) -> None:
+    """Against the real server app with vLLM's reload endpoints (`arena serve-model --allow-reload`)."""
+    from arena.store import CheckpointRow, Store, repo
+    from ops.phases.runtime import serve_live_policy
+    from simulate.serve import create_app, serving
+    from trainer.checkpoints import Lineage
+
+    served = ScriptedReloadableModel()
+    async with serving(create_app(served, allow_reload=True)) as url:  # type: ignore[arg-type]
+        config = make_config(
+            ARENA_MODELS__POLICY__BACKEND="http",
+            ARENA_MODELS__POLICY__BASE_URL=url + "/v1",
+            ARENA_TRAINER__BASE_MODEL=str(tmp_path / "base"),
+            ARENA_TRAINER__PUBLISH_DIR=str(tmp_path / "publish"),
+        )
+        async with Store(config.database_url) as store:
+            await store.migrate()
+            ctx = context(config)
+            ctx.store = store
+            assert await serve_live_policy(ctx) is None and served.loaded == []  # fresh: nothing trained yet
+            live = tmp_path / "round-0007" / "step-000008"
+            live.mkdir(parents=True)
+            (live / "model.safetensors").write_bytes(b"weights")
+            lineage = Lineage(parent=None, round_id=7, phase="grpo", step=8, total_steps=8)
+            (live / "lineage.json").write_text(lineage.model_dump_json())
+            async with store.transaction() as s:
+                await repo.add_checkpoint(
+                    s, CheckpointRow(id="round-0007", round=7, path=str(live), published=True)
+                )
+            assert await serve_live_policy(ctx) == live
+    assert served.loaded == ["round-0007-step-000008"]
+    assert (tmp_path / "publish" / "round-0007-step-000008" / "model.safetensors").read_bytes() == b"weights"
