@@ -15,7 +15,6 @@ started from, resumed or not.
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import time
@@ -30,15 +29,9 @@ import structlog
 
 from arena.protocols import UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import (
-    ADAPTER_DIR,
-    Lineage,
-    latest_checkpoint,
-    load_policy,
-    prune_checkpoints,
-    save_checkpoint,
-)
+from trainer.checkpoints import Lineage, latest_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
+from trainer.grpo_model import anchor_reference_adapter, is_peft, load_start, savable
 from trainer.memory import release_memory
 from trainer.metrics import (
     CheckpointInfo,
@@ -100,51 +93,6 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
     )
 
 
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "merge_and_unload")
-
-
-def _savable(model: Any) -> Any:
-    """A full model to save: peft models are merged on a copy (the training model keeps its adapter)."""
-    if _is_peft(model):
-        return copy.deepcopy(model).merge_and_unload()
-    return model
-
-
-def _load_start(policy_dir: Path, start_dir: Path, config: TrainerConfig, device: str) -> tuple[Any, Any]:
-    """The model to train (blocking): the round's start, or the checkpoint a resumed round continues.
-
-    A resumed LoRA round loads the round's starting weights with the checkpoint's adapter rather
-    than the merged checkpoint: the adapter goes on training where it stopped, and the KL
-    reference (the weights without it) stays the policy the round started from.
-    """
-    adapter = start_dir / ADAPTER_DIR
-    if not (config.lora.enabled and start_dir != policy_dir and adapter.is_dir()):
-        model, tokenizer = load_policy(start_dir, device=device)
-    else:
-        from peft import PeftModel
-
-        base, tokenizer = load_policy(policy_dir, device=device)
-        model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
-    # TRL builds a full KL reference (beta > 0) from the folder the model says it came from. After
-    # a resume that is the mid-round checkpoint, which would move the anchor to it: point it back
-    # at the policy the round started from.
-    model.config._name_or_path = str(policy_dir)
-    return model, tokenizer
-
-
-def _anchor_reference_adapter(model: Any) -> None:
-    """Make TRL's "ref" adapter (a copy of a loaded adapter, beta > 0) the identity.
-
-    Handed a model that already has an adapter, TRL copies it as the KL reference; for a resumed
-    round that copy is the mid-round policy. Zeroing its B matrices leaves the starting weights,
-    the reference a fresh round has.
-    """
-    for name, param in model.named_parameters():
-        if ".ref." in name and "lora_B" in name:
-            param.data.zero_()
-
-
 class _Run:
     """The state of one `train_round` call, shared by the callback and the caller."""
 
@@ -197,8 +145,8 @@ class _Run:
             episodes=stats.episodes,
             train_seconds=self.prior_seconds + time.perf_counter() - self.started,
         )
-        adapter = model if _is_peft(model) else None
-        path = save_checkpoint(_savable(model), self.tokenizer, self.out_dir, lineage, adapter=adapter)
+        adapter = model if is_peft(model) else None
+        path = save_checkpoint(savable(model), self.tokenizer, self.out_dir, lineage, adapter=adapter)
         prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
         self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
         self.last_saved_step = step
@@ -289,7 +237,7 @@ def _train_sync(
 
     dataset = Dataset.from_list([{"prompt": task_prompt(t.key)} for t in prepared])
     args = grpo_args(run.config, run.out_dir, max_steps=max_steps, seed=run.config.seed + run.offset)
-    resumed_adapter = _is_peft(model)
+    resumed_adapter = is_peft(model)
     trainer = policy_token_trainer_class()(
         model=model,
         reward_funcs=[reward_from_rollout],
@@ -301,7 +249,7 @@ def _train_sync(
         rollout_func=run.bridge,
     )
     if resumed_adapter and run.config.beta > 0:
-        _anchor_reference_adapter(trainer.model)
+        anchor_reference_adapter(trainer.model)
     # Our callback reports every step; Transformers' console printers would write to stdout,
     # which belongs to the command's output (`arena bench learn --json`).
     trainer.remove_callback(PrinterCallback)
@@ -392,7 +340,7 @@ async def train_round(
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = await anyio.to_thread.run_sync(_load_start, policy_dir, start_dir, config, device)
+    model, tokenizer = await anyio.to_thread.run_sync(load_start, policy_dir, start_dir, config, device)
     run.tokenizer = tokenizer
     log.info(
         "grpo.start",

@@ -1,0 +1,60 @@
+"""The model a GRPO round trains: loaded at the round's start or resumed, saved merged.
+
+A resumed round must train the same thing a fresh one would: the same KL reference (the policy the
+round started from) and, with LoRA, the same adapter continued on the same base weights.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from trainer.checkpoints import ADAPTER_DIR, load_policy
+from trainer.config import TrainerConfig
+
+
+def is_peft(model: Any) -> bool:
+    """Whether `model` carries peft adapters (LoRA)."""
+    return hasattr(model, "merge_and_unload")
+
+
+def savable(model: Any) -> Any:
+    """A full model to save: peft models are merged on a copy (the training model keeps its adapter)."""
+    if is_peft(model):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def load_start(policy_dir: Path, start_dir: Path, config: TrainerConfig, device: str) -> tuple[Any, Any]:
+    """The model to train (blocking): the round's start, or the checkpoint a resumed round continues.
+
+    A resumed LoRA round loads the round's starting weights with the checkpoint's adapter rather
+    than the merged checkpoint: the adapter goes on training where it stopped, and the KL
+    reference (the weights without it) stays the policy the round started from.
+    """
+    adapter = start_dir / ADAPTER_DIR
+    if not (config.lora.enabled and start_dir != policy_dir and adapter.is_dir()):
+        model, tokenizer = load_policy(start_dir, device=device)
+    else:
+        from peft import PeftModel
+
+        base, tokenizer = load_policy(policy_dir, device=device)
+        model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
+    # TRL builds a full KL reference (beta > 0) from the folder the model says it came from. After
+    # a resume that is the mid-round checkpoint, which would move the anchor to it: point it back
+    # at the policy the round started from.
+    model.config._name_or_path = str(policy_dir)
+    return model, tokenizer
+
+
+def anchor_reference_adapter(model: Any) -> None:
+    """Make TRL's "ref" adapter (a copy of a loaded adapter, beta > 0) the identity.
+
+    Handed a model that already has an adapter, TRL copies it as the KL reference; for a resumed
+    round that copy is the mid-round policy. Zeroing its B matrices leaves the starting weights,
+    the reference a fresh round has.
+    """
+    for name, param in model.named_parameters():
+        if ".ref." in name and "lora_B" in name:
+            param.data.zero_()
