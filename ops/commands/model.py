@@ -47,6 +47,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port must be between 0 and 65535, got {args.port}")
+    from ops.admin import is_loopback
+
+    if args.allow_reload and not is_loopback(args.host):
+        # The reload endpoints take no credentials: whoever reaches them swaps the served weights.
+        raise CliError(
+            f"--allow-reload serves unauthenticated weight swaps: use a loopback --host, not {args.host}"
+        )
     model = _load(args, args.max_batch)
     app = create_app(model, name=args.name or model.name, allow_reload=args.allow_reload)
     log = structlog.get_logger(__name__)

@@ -259,3 +259,5 @@ def test_cli_rejects_bad_options_clearly(capsys: pytest.CaptureFixture[str]) -> 
     assert "--concurrency wants comma-separated integers" in capsys.readouterr().err
     assert main(["serve-model", "--model", "/no/such/folder", "--port", "0"]) == 2
     assert "not a model folder" in capsys.readouterr().err
+    assert main(["serve-model", "--host", "0.0.0.0", "--allow-reload"]) == 2
+    assert "use a loopback --host, not 0.0.0.0" in capsys.readouterr().err
