@@ -4,8 +4,8 @@
 the safetensors weights in DIR into the served model between decode batches, and
 `POST /reset_prefix_cache` drops cached prefixes. These are the calls the trainer's
 `HttpWeightPublisher` makes to a vLLM server, so the CPU server can stand in for vLLM when GRPO
-samples its rollouts over HTTP (`trainer.rollout_backend = "http"`). Whoever reaches the endpoint
-can swap the served weights: serve it on a trusted address only.
+samples its rollouts over HTTP (`trainer.rollout_backend = "http"`). Whoever reaches the endpoints
+can swap the served weights, so `arena serve-model` offers them on loopback hosts only.
 """
 
 from __future__ import annotations
