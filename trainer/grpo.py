@@ -3,8 +3,8 @@
 The trainer runs in a worker thread (`anyio.to_thread.run_sync`): TRL is synchronous. Inside it,
 the `RolloutBridge` (the `rollout_func`) runs the episodes of each batch back on the event loop;
 a `TrainerCallback` turns TRL's logs into `StepMetrics` for `on_step`, saves checkpoints every
-`save_every` steps (and at the end), pushes weights to an HTTP rollout server after each update,
-and awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
+`save_every` steps (and at the end), pushes weights to an HTTP rollout server after each update
+(and the starting weights before the first rollout, so that every batch is on-policy), and awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
 checkpoint is saved, training stops and the exception propagates to the caller.
 
 Resume: when `out_dir` already holds a checkpoint of this round, training continues from its
