@@ -52,10 +52,10 @@ def reload_routes(model: ReloadableModel) -> list[Route]:
     async def collective_rpc(request: Request) -> JSONResponse:
         try:
             rpc = RpcRequest.model_validate(await request.json())
+        except ValidationError as exc:  # before ValueError, its base class
+            return error_response(400, validation_message(exc))
         except ValueError as exc:  # not JSON
             return error_response(400, f"the request body is not valid JSON: {exc}")
-        except ValidationError as exc:
-            return error_response(400, validation_message(exc))
         if rpc.method != "reload_weights":
             return error_response(
                 400, f"only method 'reload_weights' is served, got {rpc.method!r}", param="method"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -241,6 +242,55 @@ async def test_request_options_reach_the_model_and_models_and_health_answer() ->
         models = (await http.get("/v1/models")).json()
         assert [m["id"] for m in models["data"]] == ["scripted"]
         assert (await http.get("/health")).status_code == 200
+
+
+class ScriptedReloadableChatModel(ScriptedFakeChatModel):
+    """The scripted model with reloadable weights: records the folders it loads (no model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded: list[str] = []
+        self.resets = 0
+
+    def load_weights(self, path: str | Path) -> None:
+        if not (Path(path) / "model.safetensors").is_file():
+            raise ModelError(f"no safetensors weights at {path}")
+        self.loaded.append(str(path))
+
+    def weights_changed(self) -> None:
+        self.resets += 1
+
+
+async def test_reload_endpoints_load_weights_and_name_bad_requests(tmp_path: Path) -> None:
+    model = ScriptedReloadableChatModel()
+    assert "/collective_rpc" not in [r.path for r in create_app(model).routes]  # only when allowed
+    with pytest.raises(ValueError, match="cannot reload weights"):
+        create_app(ScriptedFakeChatModel(), allow_reload=True)
+    (tmp_path / "model.safetensors").write_bytes(b"w")
+    transport = httpx.ASGITransport(app=create_app(model, allow_reload=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+
+        async def rpc(body: object) -> tuple[int, str]:
+            response = await http.post("/collective_rpc", json=body)
+            return response.status_code, response.json().get("error", {}).get("message", "")
+
+        assert await rpc({"method": "reload_weights", "kwargs": {"weights_path": str(tmp_path)}}) == (200, "")
+        assert (await http.post("/reset_prefix_cache")).status_code == 200
+        assert await rpc({"kwargs": {}}) == (400, "method: Field required")
+        assert (await rpc({"method": "sleep"}))[1] == "only method 'reload_weights' is served, got 'sleep'"
+        assert "weights_path" in (await rpc({"method": "reload_weights"}))[1]
+        missing = tmp_path / "nowhere"
+        assert await rpc({"method": "reload_weights", "kwargs": {"weights_path": str(missing)}}) == (
+            400,
+            f"weights_path {missing} is not a folder",
+        )
+        assert await rpc({"method": "reload_weights", "kwargs": {"weights_path": "/"}}) == (
+            400,
+            "no safetensors weights at /",
+        )
+        bad = await http.post("/collective_rpc", content=b"{not json")
+        assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]["message"]
+    assert model.loaded == [str(tmp_path)] and model.resets == 1
 
 
 def test_cli_registers_serve_model_and_bench_model() -> None:
