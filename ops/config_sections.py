@@ -129,12 +129,16 @@ class ModelConfig(ConfigSection):
             raise ValueError("the http backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
         return self
 
+    def api_key_value(self) -> str | None:
+        """The API key in plain text, for the one request header or client that needs it."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
     def to_spec(self, data_dir: Path, role: str = "policy") -> Any:
         """This section as a `simulate.backends.ModelSpec` (only the fields that model defines)."""
         from simulate.backends import ModelSpec
 
         values = self.model_dump()
-        values["api_key"] = self.api_key.get_secret_value() if self.api_key is not None else None
+        values["api_key"] = self.api_key_value()
         values["role"] = role
         values["cache_dir"] = data_dir / "models"
         known = set(ModelSpec.model_fields)

@@ -60,6 +60,11 @@ def checkpoints_dir(out_dir: Path) -> Path:
     return out_dir / "checkpoints"
 
 
+def is_peft(model: Any) -> bool:
+    """Whether `model` carries peft adapters (LoRA)."""
+    return hasattr(model, "merge_and_unload")
+
+
 def save_checkpoint(
     model: Any, tokenizer: Any, out_dir: Path, lineage: Lineage, *, adapter: Any = None
 ) -> Path:
@@ -74,7 +79,7 @@ def save_checkpoint(
     try:
         # A peft model saves only its adapter; merge a copy so every checkpoint is a full model
         # that vLLM and the local backend load alike.
-        to_save = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+        to_save = model.merge_and_unload() if is_peft(model) else model
         to_save.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
         if adapter is not None:

@@ -4,7 +4,8 @@ The trainer runs in a worker thread (`anyio.to_thread.run_sync`): TRL is synchro
 the `RolloutBridge` (the `rollout_func`) runs the episodes of each batch back on the event loop;
 a `TrainerCallback` turns TRL's logs into `StepMetrics` for `on_step`, saves checkpoints every
 `save_every` steps (and at the end), pushes weights to an HTTP rollout server after each update
-(and the starting weights before the first rollout, so that every batch is on-policy), and awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
+(and the starting weights before the first rollout, so that every batch is on-policy), and
+awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
 checkpoint is saved, training stops and the exception propagates to the caller.
 
 Resume: when `out_dir` already holds a checkpoint of this round, training continues from its
@@ -29,9 +30,9 @@ import structlog
 
 from arena.protocols import UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import Lineage, latest_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.checkpoints import Lineage, is_peft, latest_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
-from trainer.grpo_model import anchor_reference_adapter, is_peft, load_start, savable
+from trainer.grpo_model import anchor_reference_adapter, load_start, savable
 from trainer.memory import release_memory
 from trainer.metrics import (
     CheckpointInfo,

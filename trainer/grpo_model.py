@@ -10,13 +10,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoints import ADAPTER_DIR, load_policy
+from trainer.checkpoints import ADAPTER_DIR, is_peft, load_policy
 from trainer.config import TrainerConfig
-
-
-def is_peft(model: Any) -> bool:
-    """Whether `model` carries peft adapters (LoRA)."""
-    return hasattr(model, "merge_and_unload")
 
 
 def savable(model: Any) -> Any:

@@ -145,7 +145,7 @@ def _rollout_server(ctx: PhaseContext) -> dict[str, Any]:
         "rollout_backend": "http",
         "rollout_base_url": section.base_url,
         "rollout_model": section.model,
-        "rollout_api_key": section.api_key.get_secret_value() if section.api_key else None,
+        "rollout_api_key": section.api_key_value(),
     }
 
 
@@ -174,9 +174,7 @@ def http_publisher(ctx: PhaseContext) -> Any:
     section, shared = ctx.config.models.policy, ctx.config.trainer.publish_dir
     if shared is None:
         raise ValueError("trainer.publish_dir is needed to publish weights to an HTTP policy server")
-    base = (section.base_url or "").rstrip("/").removesuffix("/v1")
-    api_key = section.api_key.get_secret_value() if section.api_key else None
-    return HttpWeightPublisher(base, shared, api_key=api_key)
+    return HttpWeightPublisher(section.base_url or "", shared, api_key=section.api_key_value())
 
 
 async def base_policy_dir(ctx: PhaseContext) -> Path:
