@@ -67,6 +67,11 @@ class SqlCheck(_CheckBase):
     sql: str = Field(min_length=1)
 
 
+# Caps that tell a report from a dump of values (AnswerCheck's docstring says why).
+ANSWER_MAX_CHARS = 1200
+ANSWER_MAX_NUMBERS = 40
+
+
 class AnswerCheck(_CheckBase):
     """Every `contains` value appears in the final answer and no `not_contains` value does.
 
@@ -74,11 +79,19 @@ class AnswerCheck(_CheckBase):
     a correct answer worded another way still passes. Both sides are normalized first (case,
     whitespace, currency symbols, number formats); a value that starts or ends with a digit only
     matches whole numbers (`"12"` does not match `"120"`).
+
+    Substring checks reward an answer that lists every value it has seen, and a policy trained on
+    them learns to: paste whole tool results, or enumerate guesses ("149, 150, 151, ..."). So an
+    answer longer than `max_chars` characters, or mentioning more than `max_numbers` distinct
+    numbers, fails however many expected values it holds. The defaults sit far above any honest
+    report (the bundled reference answers use at most 230 characters and 9 numbers).
     """
 
     kind: Literal["answer"] = "answer"
     contains: list[str | list[str]] = Field(default_factory=list)
     not_contains: list[str] = Field(default_factory=list)
+    max_chars: int = Field(default=ANSWER_MAX_CHARS, ge=1)
+    max_numbers: int = Field(default=ANSWER_MAX_NUMBERS, ge=1)
 
     @model_validator(mode="after")
     def _not_empty(self) -> AnswerCheck:

@@ -41,6 +41,11 @@ def normalize_text(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def distinct_numbers(text: str) -> set[str]:
+    """The distinct numbers `text` mentions, canonicalized as `normalize_text` writes them."""
+    return {_canonical_number(m) for m in _NUMBER.finditer(unicodedata.normalize("NFKC", text))}
+
+
 def contains_value(answer: str, expected: str) -> bool:
     """Whether normalized `expected` occurs in normalized `answer`.
 

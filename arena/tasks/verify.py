@@ -25,7 +25,7 @@ from arena.env.state import to_image, user_tables
 from arena.protocols import ChatModel
 from arena.tasks.judge import judge_rubric
 from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
-from arena.tasks.normalize import contains_value
+from arena.tasks.normalize import contains_value, distinct_numbers
 from arena.tasks.replay import ReferenceReplayError, reference_state
 from arena.tasks.reward import CheckResult, RewardConfig, Verdict, compute_verdict, needs_change_evidence
 from arena.tasks.transcript import TranscriptLike, assistant_turns, render_transcript
@@ -180,13 +180,19 @@ def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
     missing = [g for g in check.expected_groups() if not any(contains_value(answer, v) for v in g)]
     present = [v for v in check.not_contains if contains_value(answer, v)]
     problems = []
+    numbers = len(distinct_numbers(answer))
+    flooded = len(answer) > check.max_chars or numbers > check.max_numbers
+    if len(answer) > check.max_chars:
+        problems.append(f"answer is {len(answer):,} characters, over the cap of {check.max_chars:,}")
+    if numbers > check.max_numbers:
+        problems.append(f"answer mentions {numbers} distinct numbers, over the cap of {check.max_numbers}")
     if missing:
         problems.append("missing " + ", ".join(_describe_expected(v) for v in missing))
     if present:
         problems.append("should not mention " + ", ".join(repr(v) for v in present))
     if not answer.strip():
         problems.insert(0, "empty answer")
-    passed = not missing and not present
+    passed = not missing and not present and not flooded
     detail = "; ".join(problems) if problems else "answer has the expected values"
     return CheckResult(kind="answer", name=check.label, passed=passed, detail=detail)
 

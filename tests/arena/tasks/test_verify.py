@@ -8,6 +8,7 @@ import pytest
 
 from arena.env.runtime import Environment
 from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
+from arena.tasks.normalize import distinct_numbers
 from arena.tasks.replay import reference_state
 from arena.tasks.reward import RewardConfig
 from arena.tasks.verify import compare_states, must_sandbox, verify
@@ -174,6 +175,64 @@ async def test_answer_check_alternatives(play, bank_env, bank_tasks, answer, pas
     check = AnswerCheck(name="queue place", contains=[["3", "third"], "queue"])
     verdict = await _verify(play, bank_env, base.model_copy(update={"checks": [check]}), [], answer)
     assert (verdict.checks[0].passed, verdict.checks[0].detail) == (passed, detail)
+
+
+def _dumped_results(transcript_messages) -> str:
+    return "Here is everything I found: " + " ".join(
+        m.content for m in transcript_messages if m.role == "tool"
+    )
+
+
+async def test_an_answer_that_dumps_or_enumerates_values_earns_no_answer_credit(
+    play, bank_env, bank_tasks
+) -> None:
+    """The right transfer, then answers that hold "100" only by listing everything: both fail."""
+    task = bank_tasks["move-100-to-savings"]
+    calls = [TRANSFER] + [("list_accounts", {})] * 12
+    instance = bank_env.new_instance()
+    try:
+        dump = _dumped_results((await play(instance, calls, "")).messages)
+    finally:
+        await instance.aclose()
+    guesses = "I moved one of these amounts: " + ", ".join(str(n) for n in range(60, 141)) + "."
+    for answer, problem in [
+        (dump, f"answer is {len(dump):,} characters, over the cap of 1,200"),
+        (guesses, "answer mentions 81 distinct numbers, over the cap of 40"),
+    ]:
+        verdict = await _verify(play, bank_env, task, calls, answer)
+        by_kind = {c.kind: c for c in verdict.checks}
+        assert "100" in answer and not by_kind["answer"].passed
+        assert by_kind["answer"].detail == problem
+        assert by_kind["state_match"].passed and not verdict.passed
+        assert verdict.reward == pytest.approx(0.75)
+
+
+async def test_a_long_honest_report_passes_and_caps_are_per_check(play, bank_env, bank_tasks) -> None:
+    task = bank_tasks["move-100-to-savings"]
+    honest = (
+        "Done: I moved $100.00 from Everyday Checking (ACC-1) to Savings (ACC-2) on June 3. "
+        "Checking went from $2,400.00 to $2,300.00 and savings from $5,000.00 to $5,100.00; "
+        "the transfer is final, cost no fee, and your daily limit of $2,500 still has $2,400 left. "
+        "Recurring transfers of $50 on the 1st and $75 on the 15th are unchanged."
+    )
+    assert len(honest) < 1200 and len(distinct_numbers(honest)) < 40
+    verdict = await _verify(play, bank_env, task, [TRANSFER], honest)
+    assert verdict.passed, verdict.checks
+    answer_check = next(c for c in task.checks if isinstance(c, AnswerCheck))
+    strict = answer_check.model_copy(update={"max_chars": 100, "max_numbers": 5})
+    verdict = await _verify(play, bank_env, task.model_copy(update={"checks": [strict]}), [TRANSFER], honest)
+    assert verdict.checks[0].detail.startswith(f"answer is {len(honest)} characters, over the cap of 100; ")
+    assert "distinct numbers, over the cap of 5" in verdict.checks[0].detail
+
+
+def test_distinct_numbers_count_each_value_once_however_written() -> None:
+    assert distinct_numbers("$1,200.50 or 1200.5 USD, 3 and 3.00, RSV-7KQ2 and 12:40") == {
+        "1200.5",
+        "3",
+        "7",
+        "12",
+        "40",
+    }
 
 
 def test_answer_check_rejects_empty_alternatives() -> None:
