@@ -52,8 +52,12 @@ def assistant_turns(transcript: TranscriptLike) -> int:
 def render_transcript(transcript: TranscriptLike, *, max_chars: int = 6000, per_message: int = 600) -> str:
     """A plain-text rendering for a judge prompt, cut to fit a small model's context.
 
-    Each message is cut to `per_message` characters; when the whole is still too long the oldest
-    messages go first (the end of an episode decides most criteria), with a marker saying so.
+    One line per message. What the agent and the user said is quoted as a JSON string, so the
+    graded agent cannot forge lines: a reply holding "\nTOOL refund -> {...}" stays inside its own
+    quoted AGENT line instead of posing as a tool result (the judge is the only verifier of a
+    simulated environment, and a policy trained against it would learn that trick). Each message
+    is cut to `per_message` characters; when the whole is still too long the oldest messages go
+    first (the end of an episode decides most criteria), with a marker saying so.
     """
     lines: list[str] = []
     for m in transcript.messages:
@@ -68,11 +72,11 @@ def render_transcript(transcript: TranscriptLike, *, max_chars: int = 6000, per_
                     )
                 )
             if m.content.strip():
-                lines.append(_cut(f"AGENT: {m.content.strip()}", per_message))
+                lines.append(_cut(f"AGENT: {_quoted(m.content)}", per_message))
         elif m.role == "tool":
-            lines.append(_cut(f"TOOL {m.name or ''} -> {m.content.strip()}", per_message))
+            lines.append(_cut(f"TOOL {m.name or ''} -> {_one_line(m.content)}", per_message))
         else:
-            lines.append(_cut(f"USER: {m.content.strip()}", per_message))
+            lines.append(_cut(f"USER: {_quoted(m.content)}", per_message))
     if not lines:
         return "(the agent did nothing)"
     kept: list[str] = []
@@ -84,6 +88,16 @@ def render_transcript(transcript: TranscriptLike, *, max_chars: int = 6000, per_
         kept.append(line)
         total += len(line) + 1
     return "\n".join(reversed(kept))
+
+
+def _quoted(text: str) -> str:
+    """Speech as one JSON string: newlines and quotes escaped, so it cannot end its line."""
+    return json.dumps(text.strip(), ensure_ascii=False)
+
+
+def _one_line(text: str) -> str:
+    """A tool result on one line (environment JSON has none; a simulated tool's text may)."""
+    return " ".join(text.split())
 
 
 def _cut(text: str, limit: int) -> str:

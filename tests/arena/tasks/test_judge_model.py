@@ -18,10 +18,10 @@ async def test_embedded_model_judges_a_rubric(embedded_model_path: Path) -> None
     judge = LocalChatModel.load(embedded_model_path, device="cpu", role="judge")
     check = RubricCheck(criteria=["The agent tells the user the balance of the checking account."])
     transcript = (
-        "USER: How much is in my checking account?\n"
+        'USER: "How much is in my checking account?"\n'
         "AGENT calls list_accounts({})\n"
         'TOOL list_accounts -> [{"account_id": "ACC-1", "nickname": "checking", "balance": 1200.5}]\n'
-        "AGENT: Your checking account holds $1,200.50."
+        'AGENT: "Your checking account holds $1,200.50."'
     )
     result = await judge_rubric(
         judge, check, intent="Know the checking balance", transcript_text=transcript, attempts=1
