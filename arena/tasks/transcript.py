@@ -72,11 +72,11 @@ def render_transcript(transcript: TranscriptLike, *, max_chars: int = 6000, per_
                     )
                 )
             if m.content.strip():
-                lines.append(_cut(f"AGENT: {_quoted(m.content)}", per_message))
+                lines.append(_cut(f"AGENT: {quote_speech(m.content)}", per_message))
         elif m.role == "tool":
             lines.append(_cut(f"TOOL {m.name or ''} -> {_one_line(m.content)}", per_message))
         else:
-            lines.append(_cut(f"USER: {_quoted(m.content)}", per_message))
+            lines.append(_cut(f"USER: {quote_speech(m.content)}", per_message))
     if not lines:
         return "(the agent did nothing)"
     kept: list[str] = []
@@ -90,8 +90,8 @@ def render_transcript(transcript: TranscriptLike, *, max_chars: int = 6000, per_
     return "\n".join(reversed(kept))
 
 
-def _quoted(text: str) -> str:
-    """Speech as one JSON string: newlines and quotes escaped, so it cannot end its line."""
+def quote_speech(text: str) -> str:
+    """Speech as one JSON string: newlines and quotes escaped, so it cannot end its line in a prompt."""
     return json.dumps(text.strip(), ensure_ascii=False)
 
 
