@@ -44,6 +44,12 @@ class StoreConfig(ConfigSection):
     busy_timeout_s: float = Field(30.0, gt=0, description="SQLite busy timeout.")
     pool_size: int = Field(5, ge=1, le=100, description="Connection pool size (PostgreSQL).")
     migrate_on_start: bool = Field(True, description="Apply Alembic migrations when the daemon starts.")
+    keep_transcript_rounds: int | None = Field(
+        20,
+        ge=1,
+        description="Rounds whose episode transcripts stay in the store; older ones are emptied after "
+        "each round (rewards and verdicts stay). None keeps every transcript.",
+    )
 
     @field_validator("url")
     @classmethod

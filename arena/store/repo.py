@@ -218,6 +218,37 @@ async def episodes_for_round(
     return list((await session.exec(stmt.order_by(EpisodeRow.task_id, EpisodeRow.sample_idx))).all())
 
 
+TRANSCRIPTS_PRUNED = "transcripts.pruned"
+
+
+async def prune_transcripts(session: AsyncSession, through_round: int, *, actor: str = "daemon") -> int:
+    """Empty the transcripts of episodes up to `through_round`; returns how many were emptied.
+
+    Transcripts are most of the store's growth, and only the current round's are read (diagnosis);
+    rewards, verdicts and pass rates stay for history. Each prune is an audit event whose
+    `through_round` is the watermark of the next, so every episode is rewritten once, not every round.
+    """
+    last = await session.exec(
+        select(EventRow)
+        .where(EventRow.action == TRANSCRIPTS_PRUNED)
+        .order_by(col(EventRow.id).desc())
+        .limit(1)
+    )
+    previous = last.first()
+    start = int(previous.detail.get("through_round", 0)) + 1 if previous is not None else 1
+    if through_round < start:
+        return 0
+    result = await session.exec(
+        sa.update(EpisodeRow)
+        .where(col(EpisodeRow.round) >= start, col(EpisodeRow.round) <= through_round)
+        .values(transcript={})
+    )
+    emptied = int(result.rowcount or 0)
+    detail = {"from_round": start, "through_round": through_round, "episodes": emptied}
+    await record_event(session, actor, TRANSCRIPTS_PRUNED, detail)
+    return emptied
+
+
 async def pass_rates(session: AsyncSession, round_no: int, purpose: str = "eval") -> dict[str, float]:
     """Pass rate per environment in a round."""
     passed = func.sum(sa.case((col(EpisodeRow.passed), 1), else_=0))

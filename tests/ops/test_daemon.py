@@ -125,3 +125,21 @@ async def test_pause_then_stop_with_concurrent_episodes_waiting(
             assert daemon.progress_state["done"] == frozen < 100
             await client.post("/stop")  # must wake every waiting worker, not just the last one
     assert (await _phase_status(config))["evaluate"] == "running"
+
+
+async def test_rounds_keep_only_the_newest_transcripts(make_config, fakes, run_daemon) -> None:
+    config = make_config(ARENA_STORE__KEEP_TRANSCRIPT_ROUNDS="2")
+    daemon = Daemon(config, phases=fakes.fake_phases(steps=1), max_rounds=3, handle_signals=False)
+    with capture_logs() as logs:
+        async with run_daemon(daemon):
+            pass
+    pruned = [e for e in logs if e["event"] == "store.transcripts_pruned"]
+    assert [(e["through_round"], e["episodes"]) for e in pruned] == [(1, 8)]
+    async with Store(config.database_url) as store, store.transaction() as s:
+        episodes = {r: await repo.episodes_for_round(s, r) for r in (1, 2, 3)}
+    assert {r: [bool(e.transcript) for e in eps] for r, eps in episodes.items()} == {
+        1: [False] * 8,
+        2: [True] * 8,
+        3: [True] * 8,
+    }
+    assert len({e.reward for e in episodes[1]}) > 1  # round 1's rewards stay, episode by episode

@@ -84,6 +84,33 @@ async def test_episode_upsert_is_idempotent(store: Store) -> None:
     assert report.counts["episodes"] == 2
 
 
+async def test_pruning_empties_old_transcripts_once_and_keeps_rewards(store: Store) -> None:
+    async with store.transaction() as s:
+        await repo.upsert_task(s, TaskRow(id="t1", env="shop", origin="manual", round=1, data={"id": "t1"}))
+        for rnd in (1, 2, 3):
+            await repo.ensure_round(s, rnd)
+            await repo.upsert_episode(s, _episode(rnd, "t1", 0, 1.0))
+            await repo.upsert_episode(s, _episode(rnd, "t1", 1, 0.0))
+    async with store.transaction() as s:
+        assert await repo.prune_transcripts(s, 2) == 4
+    async with store.transaction() as s:
+        # Rounds up to the watermark are done: the next prune touches only newer rounds.
+        assert await repo.prune_transcripts(s, 2) == 0
+        assert await repo.prune_transcripts(s, 1) == 0
+        for rnd, kept in ((1, False), (2, False), (3, True)):
+            eps = await repo.episodes_for_round(s, rnd)
+            assert [bool(e.transcript) for e in eps] == [kept, kept]
+            assert [(e.reward, e.verdict) for e in eps] == [(1.0, {"reward": 1.0}), (0.0, {"reward": 0.0})]
+            assert await repo.pass_rates(s, rnd) == {"shop": 0.5}
+        events = [e for e in await repo.list_events(s) if e.action == repo.TRANSCRIPTS_PRUNED]
+        assert [e.detail for e in events] == [{"from_round": 1, "through_round": 2, "episodes": 4}]
+    async with store.transaction() as s:
+        assert await repo.prune_transcripts(s, 3) == 2
+        assert not any(e.transcript for e in await repo.episodes_for_round(s, 3))
+        report = await check_integrity(s)
+    assert report.ok, report.problems
+
+
 async def test_phase_outputs_and_done_mark_commit_together(store: Store) -> None:
     async with store.transaction() as s:
         assert await repo.next_round(s) == 1
