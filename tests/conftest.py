@@ -1,4 +1,4 @@
-"""Shared fixtures: the embedded model folder and a throw-away PostgreSQL database.
+"""Shared fixtures: the embedded model folder, a throw-away PostgreSQL database, a reloadable fake.
 
 Fixtures owned by one package live in that package's own `tests/<package>/conftest.py`.
 """
@@ -44,3 +44,35 @@ def pg_database() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class ScriptedReloadableChatModel:
+    """Scripted stand-in for a served policy with reloadable weights (no model): answers every chat
+    with a fixed text and records the weight folders it loads and the cache resets it gets."""
+
+    name = "scripted-reloadable"
+
+    def __init__(self) -> None:
+        self.loaded: list[Path] = []
+        self.resets = 0
+
+    async def chat(self, messages: object, **kwargs: object) -> object:
+        from arena.types import Completion
+
+        return Completion(text="hello", completion_token_ids=[1, 2], prompt_token_ids=[3])
+
+    def load_weights(self, path: str | Path) -> None:
+        from arena.protocols import ModelError
+
+        if not (Path(path) / "model.safetensors").is_file():
+            raise ModelError(f"no safetensors weights at {path}")
+        self.loaded.append(Path(path))
+
+    def weights_changed(self) -> None:
+        self.resets += 1
+
+
+@pytest.fixture
+def reloadable_model() -> ScriptedReloadableChatModel:
+    """A scripted fake policy whose weights the serving app's reload endpoints can load."""
+    return ScriptedReloadableChatModel()

@@ -212,27 +212,9 @@ async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of
             await current_policy_dir(ctx)
 
 
-class ScriptedReloadableModel:
-    """Scripted stand-in for a served policy: records the weight folders it is told to load."""
-
-    name = "policy"
-
-    def __init__(self) -> None:
-        self.loaded: list[str] = []
-
-    async def chat(self, *args: object, **kwargs: object) -> None:
-        raise AssertionError("not asked to chat here")
-
-    def load_weights(self, path: str | Path) -> None:
-        self.loaded.append(Path(path).name)
-
-    def weights_changed(self) -> None:
-        pass
-
-
 @pytest.mark.anyio
 async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_restarted(
-    make_config, tmp_path
+    make_config, tmp_path, reloadable_model
 ) -> None:
     """Against the real server app with vLLM's reload endpoints (`arena serve-model --allow-reload`)."""
     from arena.store import CheckpointRow, Store, repo
@@ -240,7 +222,7 @@ async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_
     from simulate.serve import create_app, serving
     from trainer.checkpoints import Lineage
 
-    served = ScriptedReloadableModel()
+    served = reloadable_model
     async with serving(create_app(served, allow_reload=True)) as url:  # type: ignore[arg-type]
         config = make_config(
             ARENA_MODELS__POLICY__BACKEND="http",
@@ -263,5 +245,5 @@ async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_
                     s, CheckpointRow(id="round-0007", round=7, path=str(live), published=True)
                 )
             assert await serve_live_policy(ctx) == live
-    assert served.loaded == ["round-0007-step-000008"]
+    assert [path.name for path in served.loaded] == ["round-0007-step-000008"]
     assert (tmp_path / "publish" / "round-0007-step-000008" / "model.safetensors").read_bytes() == b"weights"

@@ -244,25 +244,8 @@ async def test_request_options_reach_the_model_and_models_and_health_answer() ->
         assert (await http.get("/health")).status_code == 200
 
 
-class ScriptedReloadableChatModel(ScriptedFakeChatModel):
-    """The scripted model with reloadable weights: records the folders it loads (no model)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.loaded: list[str] = []
-        self.resets = 0
-
-    def load_weights(self, path: str | Path) -> None:
-        if not (Path(path) / "model.safetensors").is_file():
-            raise ModelError(f"no safetensors weights at {path}")
-        self.loaded.append(str(path))
-
-    def weights_changed(self) -> None:
-        self.resets += 1
-
-
-async def test_reload_endpoints_load_weights_and_name_bad_requests(tmp_path: Path) -> None:
-    model = ScriptedReloadableChatModel()
+async def test_reload_endpoints_load_weights_and_name_bad_requests(tmp_path: Path, reloadable_model) -> None:
+    model = reloadable_model
     assert "/collective_rpc" not in [r.path for r in create_app(model).routes]  # only when allowed
     with pytest.raises(ValueError, match="cannot reload weights"):
         create_app(ScriptedFakeChatModel(), allow_reload=True)
@@ -290,7 +273,7 @@ async def test_reload_endpoints_load_weights_and_name_bad_requests(tmp_path: Pat
         )
         bad = await http.post("/collective_rpc", content=b"{not json")
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]["message"]
-    assert model.loaded == [str(tmp_path)] and model.resets == 1
+    assert model.loaded == [tmp_path] and model.resets == 1
 
 
 def test_cli_registers_serve_model_and_bench_model() -> None:
