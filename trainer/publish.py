@@ -14,6 +14,7 @@ with a checkpoint folder (safetensors + tokenizer, see `trainer.checkpoints`):
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -26,6 +27,10 @@ import structlog
 from trainer.checkpoints import ADAPTER_DIR
 
 log = structlog.get_logger(__name__)
+
+# In each shared copy: the signature of the checkpoint it was copied from (a hidden file, which
+# vLLM's loader does not read).
+COPY_MARK = ".published-from.json"
 
 
 class PublishError(RuntimeError):
@@ -110,7 +115,7 @@ class HttpWeightPublisher:
         if not _has_weights(checkpoint):
             raise PublishError(f"{checkpoint} holds no safetensors weights")
         target = self.shared_path(round_id, step)
-        await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
+        copied = await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
         body = {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(target)}}
         async with httpx.AsyncClient(**self._client_args) as client:
             await self._post(client, self.reload_path, body)
@@ -126,6 +131,7 @@ class HttpWeightPublisher:
             server=self.base_url,
             round=round_id,
             step=step,
+            copied=copied,
             removed=len(removed),
         )
 
@@ -161,15 +167,37 @@ def _has_weights(folder: Path) -> bool:
     return any(folder.glob("*.safetensors"))
 
 
-def _copy_folder(source: Path, target: Path) -> None:
-    """Copy atomically: the server must never see a half-copied folder."""
+def _source_signature(source: Path) -> str:
+    """The source folder and each file's path, size and modification time: what a copy is of."""
+    files = sorted(
+        (path.relative_to(source).as_posix(), stat.st_size, stat.st_mtime_ns)
+        for path in source.rglob("*")
+        if path.is_file() and ADAPTER_DIR not in path.relative_to(source).parts
+        for stat in [path.stat()]
+    )
+    return json.dumps({"source": str(source.resolve()), "files": files})
+
+
+def _copy_folder(source: Path, target: Path) -> bool:
+    """Copy atomically (the server must never see a half-copied folder); False when already there.
+
+    Each copy carries the signature of its source (`COPY_MARK`), so publishing the same checkpoint
+    again, as EVALUATE does every round to put the live policy back into a server that may have
+    restarted, costs a reload but not another copy of the weights (16 GB for an 8B model).
+    """
+    signature = _source_signature(source)
+    mark = target / COPY_MARK
+    if mark.is_file() and mark.read_text() == signature:
+        return False
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     # A LoRA checkpoint's adapter is only for resuming training: the server loads the merged weights.
     shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(ADAPTER_DIR))
+    (tmp / COPY_MARK).write_text(signature)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
+    return True
 
 
 def build_publisher(config: Any, local_target: WeightTarget | None = None) -> WeightPublisher | None:

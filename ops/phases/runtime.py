@@ -153,7 +153,8 @@ async def serve_live_policy(ctx: PhaseContext) -> Path | None:
     """Load the newest published policy into the http policy server; returns it (None: nothing to do).
 
     A policy server that restarted serves the weights it was started from, not the trained ones:
-    EVALUATE calls this first so that it never measures the wrong policy.
+    EVALUATE calls this first so that it never measures the wrong policy. The shared copy made at
+    PUBLISH is reused (the publisher knows what it copied), so this costs a reload, not a copy.
     """
     if ctx.config.models.policy.backend != "http":
         return None

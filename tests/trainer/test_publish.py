@@ -12,8 +12,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from structlog.testing import capture_logs
 
-from trainer.publish import HttpWeightPublisher, LocalWeightPublisher, PublishError
+from trainer.publish import COPY_MARK, HttpWeightPublisher, LocalWeightPublisher, PublishError
 
 
 def list_names(folder: Path) -> list[str]:
@@ -84,8 +85,29 @@ async def test_http_publisher_shares_the_folder_then_asks_for_a_reload(tmp_path:
     assert paths == ["/collective_rpc", "/collective_rpc", "/reset_prefix_cache"]  # one retry after the 500
     body = fake.requests[1][1]
     assert body == {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared)}}
-    assert fake.weights_seen == [["config.json", "model.safetensors"]]  # no adapter/
+    assert fake.weights_seen == [[COPY_MARK, "config.json", "model.safetensors"]]  # no adapter/
     assert all(r[2] == "Bearer s3cret" for r in fake.requests)
+
+
+@pytest.mark.anyio
+async def test_publishing_the_same_checkpoint_again_reloads_without_copying(tmp_path: Path) -> None:
+    fake = FakeVllmServer()
+    source = checkpoint(tmp_path)
+    shared = tmp_path / "shared" / "round-0003-step-000012"
+    async with anyio.create_task_group() as tg:
+        url, server = await serve(fake, tg)
+        publisher = HttpWeightPublisher(url, tmp_path / "shared", backoff_s=0.01)
+        with capture_logs() as logs:
+            await publisher.publish(source, round_id=3, step=12)
+            first_copy = (shared / "model.safetensors").stat().st_mtime_ns
+            await publisher.publish(source, round_id=3, step=12)  # EVALUATE: the live policy again
+            assert (shared / "model.safetensors").stat().st_mtime_ns == first_copy
+            (source / "model.safetensors").write_bytes(b"retrained")  # same name, other weights
+            await publisher.publish(source, round_id=3, step=12)
+        server.should_exit = True
+    assert [e["copied"] for e in logs if e["event"] == "weights.published"] == [True, False, True]
+    assert (shared / "model.safetensors").read_bytes() == b"retrained"
+    assert [r[0] for r in fake.requests].count("/collective_rpc") == 3  # every publish reloads
 
 
 @pytest.mark.anyio
