@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +15,8 @@ from arena.tasks.gates import empty_gate, gold_gate, run_gates
 from arena.tasks.model import AnswerCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.replay import replay_reference
 from arena.tasks.toml_io import load_tasks
+from arena.tasks.transcript import ReplayTranscript
+from arena.tasks.verify import verify
 from arena.types import ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +138,41 @@ async def test_sandboxed_environment_without_a_sandbox_fails_cleanly(
     report = await run_gates(bank_env, bank_tasks["move-100-to-savings"])
     assert not report.ok
     assert "runs its tools in the sandbox, and none was given" in report.gold.detail
+
+
+# Bundled tasks whose answer check an answer that pastes every reference result still passes: each
+# asks for a value of a record the reference reads, so the paste does report it. Anything else in
+# this list would be an answer check a policy can win without choosing (add `not_contains`).
+PASTE_PASSES = {
+    "calendar/who-organizes-vendor-demo",
+    "email/lisbon-confirmation-code",
+    "flights/book-chicago-laguardia-for-two",
+    "food_delivery/cancel-mistaken-order",
+    "hotels/book-alfama-junior-suite",
+    "library/pay-all-unpaid-fines",
+    "library/borrow-dune-at-central",
+    "library/pay-circe-fine-paypal",
+    "shop_orders/order-cart-to-work-with-paypal",
+}
+
+
+async def test_pasting_every_tool_result_passes_only_the_listed_answer_checks() -> None:
+    passed: set[str] = set()
+    answer_checks = 0
+    for folder in _bundled():
+        env = load_environment(folder)
+        for task in load_tasks(folder, env.name, tools=env.tools):
+            if not any(isinstance(c, AnswerCheck) for c in task.checks):
+                continue
+            answer_checks += 1
+            instance, results = await replay_reference(env, task)
+            try:
+                paste = " ".join(json.dumps(r.output) for r in results if r.ok)
+                transcript = ReplayTranscript(final_answer=paste)
+                verdict = await verify(task, instance, transcript, env=env)
+            finally:
+                await instance.aclose()
+            if all(c.passed for c in verdict.checks if c.kind == "answer"):
+                passed.add(task.full_id)
+    assert answer_checks >= 36
+    assert passed == PASTE_PASSES
