@@ -147,6 +147,7 @@ async def evaluate(
     *,
     samples: int = 1,
     user: UserSimulator | None = None,
+    judge: ChatModel | None = None,
     sandbox: Any = None,
 ) -> EvalReport:
     """Run `samples` episodes of every task with `config.episode` (same caps and history as training)."""
@@ -156,7 +157,9 @@ async def evaluate(
 
     async def one(item: PreparedTask, sample: int) -> None:
         async with limiter:
-            transcript, verdict = await run_and_verify(policy, item, config, user=user, sandbox=sandbox)
+            transcript, verdict = await run_and_verify(
+                policy, item, config, user=user, judge=judge, sandbox=sandbox
+            )
         scores.append(
             EpisodeScore(
                 task=item.key,

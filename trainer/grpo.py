@@ -28,7 +28,7 @@ import anyio.from_thread
 import anyio.to_thread
 import structlog
 
-from arena.protocols import UserSimulator
+from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
 from trainer.checkpoints import Lineage, is_peft, latest_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
@@ -269,6 +269,7 @@ async def train_round(
     *,
     envs: Any = None,
     user: UserSimulator | None = None,
+    judge: ChatModel | None = None,
     sandbox: Any = None,
     publisher: WeightPublisher | None = None,
 ) -> TrainResult:
@@ -276,7 +277,8 @@ async def train_round(
 
     Checkpoints go to `out_dir/checkpoints/`; the result's `policy_dir` is the last one (the next
     round's input). `envs` maps environment names to loaded environments (default: the registry);
-    `user` plays the user in conversational tasks; `sandbox` runs synthesized environments' tools;
+    `user` plays the user in conversational tasks; `judge` grades rubric checks; `sandbox` runs
+    synthesized environments' tools;
     `publisher` pushes the starting weights and then every update to an HTTP rollout server (and is
     not needed for local rollouts, which sample from the trainer's own model).
     """
@@ -324,7 +326,7 @@ async def train_round(
             o.reward_sum += float(verdict.reward)
 
     bridge = RolloutBridge(
-        prepared, config, policy_factory=factory, user=user, sandbox=sandbox, on_rollout=count
+        prepared, config, policy_factory=factory, user=user, judge=judge, sandbox=sandbox, on_rollout=count
     )
     run = _Run(
         round_id=round_id,

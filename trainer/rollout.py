@@ -73,9 +73,14 @@ async def run_and_verify(
     config: TrainerConfig,
     *,
     user: UserSimulator | None = None,
+    judge: ChatModel | None = None,
     sandbox: Any = None,
 ) -> tuple[Transcript, Verdict]:
-    """One episode of a prepared task on a fresh instance, and its verdict."""
+    """One episode of a prepared task on a fresh instance, and its verdict.
+
+    `user` plays the user of a conversational task; `judge` grades rubric checks (without one they
+    fail, saying so).
+    """
     instance = item.env.new_instance(sandbox=sandbox) if item.env.sandboxed else item.env.new_instance()
     try:
         transcript = await run_episode(
@@ -89,7 +94,7 @@ async def run_and_verify(
             expected_state=item.expected_state,
             env=item.env,
             sandbox=sandbox,
-            judge=None,
+            judge=judge,
         )
     finally:
         await instance.aclose()
@@ -145,6 +150,7 @@ class RolloutBridge:
         *,
         policy_factory: Callable[[Any], ChatModel],
         user: UserSimulator | None = None,
+        judge: ChatModel | None = None,
         sandbox: Any = None,
         on_rollout: Callable[[RolloutStats, list[tuple[str, Transcript, Verdict]]], None] | None = None,
     ) -> None:
@@ -152,6 +158,7 @@ class RolloutBridge:
         self.config = config
         self.policy_factory = policy_factory
         self.user = user
+        self.judge = judge
         self.sandbox = sandbox
         self.on_rollout = on_rollout
         self._policy: ChatModel | None = None
@@ -238,7 +245,12 @@ class RolloutBridge:
         async def one(i: int, key: str) -> None:
             async with limiter:
                 results[i] = await run_and_verify(
-                    self._policy, self.tasks[key], self.config, user=self.user, sandbox=self.sandbox
+                    self._policy,
+                    self.tasks[key],
+                    self.config,
+                    user=self.user,
+                    judge=self.judge,
+                    sandbox=self.sandbox,
                 )
 
         async with anyio.create_task_group() as tg:

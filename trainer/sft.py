@@ -62,8 +62,20 @@ def call_text(call: ToolCall) -> str:
     return call_block(call.name, json.dumps(call.arguments, ensure_ascii=False))
 
 
+def opening_request(task: Task) -> str:
+    """The first user message of a task's reference conversation (see `reference_messages`)."""
+    if task.mode == "conversational" and task.user is not None:
+        return task.user.intent
+    return task.instruction
+
+
 async def reference_messages(item: PreparedTask, *, sandbox: Any = None) -> list[Message] | None:
-    """The conversation of a perfect episode (None when a reference call fails on replay)."""
+    """The conversation of a perfect episode (None when a reference call fails on replay).
+
+    A conversational task opens with a greeting and reveals its intent through a simulated user;
+    its reference has no user turns, so here the user states the whole intent up front (training
+    on the greeting would teach the policy to act on a request nobody made).
+    """
     task = item.task
     instance, results = await replay_reference(item.env, task, sandbox=sandbox)
     await instance.aclose()
@@ -71,7 +83,7 @@ async def reference_messages(item: PreparedTask, *, sandbox: Any = None) -> list
         return None
     messages = [
         Message(role="system", content=item.system_prompt),
-        Message(role="user", content=task.instruction),
+        Message(role="user", content=opening_request(task)),
     ]
     schemas = {t.name: t.parameters for t in item.env.tool_specs}
     for i, (call, result) in enumerate(zip(task.reference, results, strict=True)):

@@ -21,7 +21,7 @@ from arena.store import EnvironmentRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
 from ops.phases.episodes import EpisodeResult, Runner, WorkItem, run_work_items
-from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
+from ops.phases.runtime import episode_helpers, load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
 
 log = structlog.get_logger(__name__)
@@ -175,6 +175,7 @@ class EvaluatePhase(BasePhase):
         )
         by_key = {p.key: p for p in prepared}
         simulated = {t.full_id: t for t in tasks if envs[t.env].kind == "simulated"}
+        helpers = await episode_helpers(ctx, executable)
 
         async def run(item: WorkItem) -> EpisodeResult:
             policy = await ctx.models.policy()
@@ -190,7 +191,9 @@ class EvaluatePhase(BasePhase):
                 )
                 transcript, verdict = episode.transcript, episode.verdict
             else:
-                transcript, verdict = await run_and_verify(policy, by_key[item.task_id], tconf, sandbox=pool)
+                transcript, verdict = await run_and_verify(
+                    policy, by_key[item.task_id], tconf, user=helpers.user, judge=helpers.judge, sandbox=pool
+                )
             return EpisodeResult(
                 reward=verdict.reward,
                 passed=verdict.passed,

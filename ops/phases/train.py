@@ -18,6 +18,7 @@ from arena.store import repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.runtime import (
     current_policy_dir,
+    episode_helpers,
     http_publisher,
     load_envs,
     round_dir,
@@ -101,6 +102,7 @@ class TrainPhase(BasePhase):
                 result["sft"] = _summary(sft)
                 policy_dir = sft.policy_dir
             ctx.progress(0, tconf.max_steps, "GRPO")
+            helpers = await episode_helpers(ctx, tasks)
             grpo = await train_round(
                 ctx.round,
                 tasks,
@@ -111,6 +113,8 @@ class TrainPhase(BasePhase):
                 ctx.safe_point,
                 envs=envs,
                 sandbox=pool,
+                user=helpers.user,
+                judge=helpers.judge,
                 # Rollouts from the policy server: it gets every update, so they stay on-policy.
                 publisher=http_publisher(ctx) if tconf.rollout_backend == "http" else None,
             )

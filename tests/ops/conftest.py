@@ -121,3 +121,26 @@ def _spawn(data_root: Path, **env: str) -> tuple[subprocess.Popen[str], str]:
 def spawn_daemon() -> Callable[..., tuple[subprocess.Popen[str], str]]:
     """`spawn_daemon(root, **env)` starts fake_daemon.py as a subprocess; returns it and its admin URL."""
     return _spawn
+
+
+@pytest.fixture
+def small_eval() -> Callable[..., dict[str, str]]:
+    """`small_eval(model, **overrides)`: settings for a real EVALUATE on the embedded model that
+    runs a few short episodes of one executable environment, one at a time."""
+
+    def settings(model: Path, **overrides: str) -> dict[str, str]:
+        base = {
+            "ARENA_MODELS__POLICY__MODEL": str(model),
+            "ARENA_MODELS__HELPER__MODEL": str(model),
+            "ARENA_ROUND__EVAL_MAX_ENVS": "1",
+            "ARENA_ROUND__EVAL_SIMULATED": "false",
+            "ARENA_ROUND__EVAL_TASKS_PER_ENV": "3",
+            "ARENA_ROUND__EPISODE_CONCURRENCY": "1",
+            "ARENA_ROUND__MAX_TURNS": "1",
+            "ARENA_ROUND__MAX_TOKENS_PER_TURN": "16",
+            "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
+            "ARENA_TRAINER__TOOL_SUBSET": "0",
+        }
+        return base | overrides
+
+    return settings

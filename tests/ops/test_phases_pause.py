@@ -9,29 +9,12 @@ with every episode exactly once.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anyio
 import pytest
 
 from arena.store import Store, repo
 from ops.daemon import Daemon
 from ops.phases.evaluate import EvaluatePhase
-
-
-def small_eval(model: Path) -> dict[str, str]:
-    return {
-        "ARENA_MODELS__POLICY__MODEL": str(model),
-        "ARENA_MODELS__HELPER__MODEL": str(model),
-        "ARENA_ROUND__EVAL_MAX_ENVS": "1",
-        "ARENA_ROUND__EVAL_SIMULATED": "false",
-        "ARENA_ROUND__EVAL_TASKS_PER_ENV": "3",
-        "ARENA_ROUND__EPISODE_CONCURRENCY": "1",
-        "ARENA_ROUND__MAX_TURNS": "1",
-        "ARENA_ROUND__MAX_TOKENS_PER_TURN": "16",
-        "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
-        "ARENA_TRAINER__TOOL_SUBSET": "0",
-    }
 
 
 async def stored(config) -> int:
@@ -47,7 +30,7 @@ async def stored(config) -> int:
 @pytest.mark.model
 @pytest.mark.slow
 async def test_pause_during_real_evaluate_holds_across_restart(
-    make_config, embedded_model_path, run_daemon, until
+    make_config, embedded_model_path, run_daemon, until, small_eval
 ) -> None:
     config = make_config(**small_eval(embedded_model_path))
     daemon = Daemon(config, phases=[EvaluatePhase()], max_rounds=1, handle_signals=False)
