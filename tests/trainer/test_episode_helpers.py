@@ -14,7 +14,7 @@ import pytest
 from arena.env.loader import BUNDLED_ROOT, load_environment
 from arena.protocols import UserContext, UserTurn
 from arena.tasks.model import RubricCheck
-from arena.types import Completion, Message, SamplingParams, ToolSpec
+from arena.types import Completion, Message
 from trainer.rollout import run_and_verify
 from trainer.sft import opening_request
 from trainer.tasks import prepare_tasks
@@ -31,13 +31,7 @@ class ScriptedFakeChat:
         self.text = text
         self.requests: list[list[Message]] = []
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        params: SamplingParams | None = None,
-    ) -> Completion:
+    async def chat(self, messages: list[Message], **_tools_and_params: object) -> Completion:
         self.requests.append(list(messages))
         return Completion(text=self.text)
 
