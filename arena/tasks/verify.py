@@ -181,10 +181,11 @@ def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
     present = [v for v in check.not_contains if contains_value(answer, v)]
     problems = []
     numbers = len(distinct_numbers(answer))
-    flooded = len(answer) > check.max_chars or numbers > check.max_numbers
-    if len(answer) > check.max_chars:
+    too_long = len(answer) > check.max_chars
+    too_many_numbers = numbers > check.max_numbers
+    if too_long:
         problems.append(f"answer is {len(answer):,} characters, over the cap of {check.max_chars:,}")
-    if numbers > check.max_numbers:
+    if too_many_numbers:
         problems.append(f"answer mentions {numbers} distinct numbers, over the cap of {check.max_numbers}")
     if missing:
         problems.append("missing " + ", ".join(_describe_expected(v) for v in missing))
@@ -192,7 +193,7 @@ def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
         problems.append("should not mention " + ", ".join(repr(v) for v in present))
     if not answer.strip():
         problems.insert(0, "empty answer")
-    passed = not missing and not present and not flooded
+    passed = not (missing or present or too_long or too_many_numbers)
     detail = "; ".join(problems) if problems else "answer has the expected values"
     return CheckResult(kind="answer", name=check.label, passed=passed, detail=detail)
 
