@@ -48,6 +48,14 @@ FIXED_ENV: dict[str, str] = {
 # ARENA_* variables that are not configuration keys (the file itself, test harness knobs).
 NON_CONFIG_ENV = {"ARENA_CONFIG"}
 REDACTED = "**********"
+# Keys that hold secrets -> the variable that should carry them: `arena config show` never writes
+# their values into a file (store.url only when it has a password).
+SECRET_ENV: dict[str, str] = {
+    "store.url": "ARENA_DATABASE_URL",
+    "admin.token": "ARENA_ADMIN_TOKEN",
+    "models.policy.api_key": "ARENA_MODELS__POLICY__API_KEY",
+    "models.helper.api_key": "ARENA_MODELS__HELPER__API_KEY",
+}
 
 
 class ConfigError(ValueError):

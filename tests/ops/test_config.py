@@ -118,3 +118,51 @@ def test_config_show_redacts_and_examples_load(capsys: pytest.CaptureFixture[str
     monkeypatch.setenv("ARENA_ROUND__SAMPLES_PER_TASK", "-1")
     assert main(["config", "show"]) == 2
     assert "round.samples_per_task" in capsys.readouterr().err
+
+
+SECRETS = {
+    "ARENA_ADMIN_TOKEN": "topsecret",
+    "ARENA_MODELS__HELPER__API_KEY": "sk-hidden",
+    "ARENA_DATABASE_URL": "postgresql://arena:pw-hidden@db:5432/arena",
+}
+
+
+@pytest.mark.parametrize("example", sorted((REPO / "config").glob("*.toml")), ids=lambda p: p.name)
+def test_config_show_is_a_config_file_that_loads_back_the_same(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ARENA_ENV_PATH", f"{tmp_path}/envs")  # an override from the environment too
+    assert main(["config", "show", "--config", str(example)]) == 0
+    shown = capsys.readouterr().out
+    for secret in ("topsecret", "sk-hidden", "pw-hidden"):
+        assert secret not in shown
+    values = [line for line in shown.splitlines() if not line.startswith("#")]
+    assert not [line for line in values if "*****" in line]  # no redacted value posing as a setting
+    for name in SECRETS:
+        assert f"set {name}" in shown  # each left-out secret names the variable that carries it
+    written = tmp_path / "x.toml"
+    written.write_text(shown)
+    # With the secrets still in the environment (as the daemon has them) it is the same config ...
+    assert load_config(written) == load_config(example)
+    assert main(["config", "check", "--config", str(written)]) == 0
+    assert "configuration OK" in capsys.readouterr().out
+    # ... and nothing secret or derived came from the file itself.
+    for name in SECRETS:
+        monkeypatch.delenv(name)
+    from_file = load_config(written)
+    assert from_file.admin.token is None and from_file.models.helper.api_key is None
+    assert from_file.store.url is None
+
+
+def test_config_check_refuses_what_the_daemon_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.delenv("ARENA_ADMIN_TOKEN", raising=False)
+    assert main(["config", "check", "--config", str(REPO / "config" / "cluster.toml")]) == 2
+    assert "without a token" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[round]\nmax_turns = 0\n")
+    assert main(["config", "check", "--config", str(bad)]) == 2
+    assert "round.max_turns" in capsys.readouterr().err
