@@ -9,6 +9,7 @@ context when spawned, so every line logged during a round carries them.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any, Literal, TextIO
 
@@ -22,7 +23,10 @@ LIBRARY_LOGGERS = (
     "httpcore",
     "transformers",
     "alembic",
+    "py.warnings",
 )
+# Whether progress bars are off (JSON output): route_library_logs applies it to transformers too.
+_bars_off = False
 
 
 class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
@@ -62,6 +66,7 @@ def configure_logging(
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.stdlib.ExtraAdder(),
+        _drop_color_message,
     ]
     renderer: Any
     if _use_console(fmt, stream):
@@ -84,6 +89,12 @@ def configure_logging(
     root.addHandler(handler)
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric)
+    # Library warnings (transformers' FutureWarnings) become log lines instead of raw stderr text.
+    logging.captureWarnings(True)
+    global _bars_off
+    _bars_off = not _use_console(fmt, stream)
+    if _bars_off:
+        _disable_progress_bars()
     for name in LIBRARY_LOGGERS:
         lib = logging.getLogger(name)
         lib.handlers.clear()
@@ -114,3 +125,22 @@ def route_library_logs() -> None:
     if mod is not None:
         mod.disable_default_handler()
         mod.enable_propagation()
+        if _bars_off:
+            mod.disable_progress_bar()
+
+
+def _disable_progress_bars() -> None:
+    """Progress bars are not log lines: keep them out of JSON output (a journal, a pod's log).
+
+    tqdm reads `TQDM_*` variables once, when it is first imported (the daemon imports it only when
+    a phase loads a model, after logging is configured), which also covers bars that libraries draw
+    with tqdm directly (transformers' GGUF conversion). An operator's own setting wins.
+    """
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def _drop_color_message(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    # uvicorn passes a copy of its message with ANSI colours as `extra`; the plain one is enough.
+    event.pop("color_message", None)
+    return event
