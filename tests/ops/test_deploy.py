@@ -1,4 +1,7 @@
-"""Deploy files: alert rules pass promtool, the dashboard and the exported metrics match, manifests load."""
+"""Deploy files: alert rules pass promtool, the dashboard and the exported metrics match.
+
+The Kubernetes manifests are checked in test_k8s.py, the systemd unit in test_systemd.py.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ops.config import load_config
 from ops.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,44 +55,3 @@ def test_alert_rules_pass_promtool_and_use_exported_metrics() -> None:
     assert used <= set(exported_series())
     names = {r["alert"] for g in yaml.safe_load(rules.read_text())["groups"] for r in g["rules"]}
     assert {"ArenaRoundStuck", "ArenaPausedTooLong", "ArenaPassRateDrop", "ArenaModelBackendDown"} <= names
-
-
-def test_kubernetes_manifests_and_systemd_unit(tmp_path: Path) -> None:
-    docs = {}
-    for file in sorted((DEPLOY / "k8s").glob("*.yaml")):
-        for doc in yaml.safe_load_all(file.read_text()):
-            docs[(doc["kind"], doc.get("metadata", {}).get("name"))] = doc
-    listed = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())["resources"]
-    assert sorted(listed) == sorted(
-        p.name for p in (DEPLOY / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
-    )
-    # The ConfigMap's arena.toml is a valid configuration (with the Secret's token, as in the pod).
-    toml_file = tmp_path / "arena.toml"
-    toml_file.write_text(docs[("ConfigMap", "arena-config")]["data"]["arena.toml"])
-    secret = docs[("Secret", "arena-secrets")]["stringData"]
-    config = load_config(toml_file, environ=secret)
-    assert config.admin.address == "0.0.0.0:8787" and config.admin.token is not None
-    pod = docs[("Deployment", "arena")]["spec"]["template"]["spec"]
-    container = pod["containers"][0]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert pod["terminationGracePeriodSeconds"] > config.daemon.grace_period_s
-    assert ("Service", "arena-vllm") in docs and ("ServiceMonitor", "arena") in docs
-    # The policy server is the pod's vLLM sidecar: it serves the configured name from base_model,
-    # exposes the reload endpoints and reads the publish folder from the daemon's data volume.
-    assert config.trainer.rollouts == "policy_server"
-    assert config.models.policy.base_url == "http://127.0.0.1:8000/v1"
-    assert config.models.helper.base_url == "http://arena-vllm:8000/v1"
-    [sidecar] = [c for c in pod["containers"] if c["name"] == "policy-vllm"]
-    assert f"--served-model-name={config.models.policy.model}" in sidecar["args"]
-    assert f"--model={config.trainer.base_model}" in sidecar["args"] and "--port=8000" in sidecar["args"]
-    assert {"name": "VLLM_SERVER_DEV_MODE", "value": "1"} in sidecar["env"]
-    [data] = [m for m in sidecar["volumeMounts"] if m["name"] == "data"]
-    daemon_data = next(m for m in container["volumeMounts"] if m["name"] == "data")
-    assert data["mountPath"] == daemon_data["mountPath"] == str(config.data.dir) and data["readOnly"]
-    assert config.trainer.publish_dir is not None and config.trainer.publish_dir.is_relative_to(
-        config.data.dir
-    )
-    unit = (DEPLOY / "systemd" / "arena.service").read_text()
-    for line in ("ProtectSystem=strict", "Restart=on-failure", "User=arena", "NoNewPrivileges=true"):
-        assert line in unit
