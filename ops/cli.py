@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -67,12 +68,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result = func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as an "Exception ignored" at exit
     except CliError as exc:
         print(f"arena: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     return int(result or 0)
+
+
+def _reader_went_away() -> int:
+    """`arena status | head`: the reader closed the pipe; end quietly, as Unix tools do."""
+    # Python flushes stdout again at exit and would raise once more: point it at /dev/null.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # killed by SIGPIPE, as the shell reports for `yes | head`
 
 
 if __name__ == "__main__":
