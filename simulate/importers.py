@@ -16,9 +16,11 @@ the arena loader to be sure it is a working environment. Dropped tools come back
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,10 @@ from arena.types import ToolSpec
 from simulate.simulators.quality import ToolQuality, assess_tool
 
 log = structlog.get_logger(__name__)
+# ARENA_* variables that carry secrets: a server started for import (often `arena mcp`, but any
+# command) does not need them to list its tools.
+_SECRET_VAR = re.compile(r"(TOKEN|API_KEY|PASSWORD|SECRET|DATABASE_URL)$")
+_STDERR_LINES = 20  # of a failed server's stderr, quoted whole (its error is usually the last line)
 
 
 class ToolImportError(ValueError):
@@ -167,15 +173,18 @@ async def tools_from_mcp(command: str, args: list[str], *, timeout_s: float = 12
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=command, args=list(args))
+    params = StdioServerParameters(command=command, args=list(args), env=server_environment(os.environ))
     raw: list[dict[str, Any]] = []
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog:
 
         def fail(message: str) -> ToolImportError:
             errlog.flush()
             errlog.seek(0)
-            tail = " | ".join(line.strip() for line in errlog.read().splitlines()[-3:] if line.strip())
-            return ToolImportError(f"{message} (server stderr: {tail[-300:]})" if tail else message)
+            lines = [line.rstrip() for line in errlog.read().splitlines() if line.strip()]
+            if not lines:
+                return ToolImportError(message)
+            shown = "\n".join(f"  {line}" for line in lines[-_STDERR_LINES:])
+            return ToolImportError(f"{message}; the server's stderr:\n{shown}")
 
         try:
             with anyio.fail_after(timeout_s):
@@ -202,6 +211,20 @@ async def tools_from_mcp(command: str, args: list[str], *, timeout_s: float = 12
     if not raw:
         raise ToolImportError(f"the MCP server {command!r} offers no tools")
     return ServerTools(server_name=info.name if info else None, tools=tools_from_json(raw))
+
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an MCP server started for import.
+
+    The MCP client passes only a few safe variables (PATH, HOME, ...) by default; Arena's own
+    settings go too, so that `arena mcp ENV` finds an ENV on ARENA_ENV_PATH, secrets excepted.
+    The server writes no bytecode: a Python server importing an environment's tools.py would leave
+    a __pycache__ in the user's environment folder (even when it then fails).
+    """
+    from mcp.client.stdio import get_default_environment
+
+    arena = {k: v for k, v in environ.items() if k.startswith("ARENA_") and not _SECRET_VAR.search(k)}
+    return get_default_environment() | arena | {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _leaf_messages(exc: BaseException) -> str:
