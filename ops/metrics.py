@@ -180,7 +180,9 @@ class Metrics:
             self.phase_failures.labels(phase=phase)
         for role in ("policy", "helper"):
             self.tokens.labels(role=role)
-        for gate in ("gold", "empty"):
+        from arena.tasks.adversary import ADVERSARIES
+
+        for gate in ("gold", "adversary", *(f"adversary_{a}" for a in ADVERSARIES)):
             for result in ("accepted", "rejected"):
                 self.synthesis_gate.labels(gate=gate, result=result)
         for component in ("phase", "admin", "model", "store"):

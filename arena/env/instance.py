@@ -57,6 +57,14 @@ class ToolResult(BaseModel):
     error_kind: ErrorKind | None = None
 
 
+class WriteRecord(BaseModel):
+    """One successful call of a write tool, as the instance's write log keeps it (for action checks)."""
+
+    tool: str
+    arguments: dict[str, Any]
+    output: Any = None
+
+
 @runtime_checkable
 class EnvInstance(Protocol):
     """What the episode runner talks to; simulated environments implement it too."""
@@ -125,6 +133,8 @@ class ExecutableInstance:
         self._sandbox = sandbox
         # Set when a committed call changed rows (total_changes alone also counts rolled-back ones).
         self._dirty = False
+        # Every successful write call, in order: work whose effects cancel out leaves no other trace.
+        self.write_log: list[WriteRecord] = []
         self._closed = False
         # Reads are the default: a read-only tool cannot write, the pragma lifts only for write tools.
         conn.execute("PRAGMA query_only = ON")
@@ -183,8 +193,10 @@ class ExecutableInstance:
             self._end(td.writes, commit=False, counters=counters)
             return self._crash(name, start, td.writes, exc)
         self._end(td.writes, commit=True)
-        if td.writes and conn.total_changes != changes:
-            self._dirty = True
+        if td.writes:
+            self.write_log.append(WriteRecord(tool=name, arguments=dict(arguments), output=output))
+            if conn.total_changes != changes:
+                self._dirty = True
         return ToolResult(tool=name, ok=True, output=output, writes=td.writes, duration_us=_since_us(start))
 
     def _end(self, writes: bool, *, commit: bool, counters: dict[str, int] | None = None) -> None:
@@ -242,10 +254,16 @@ class ExecutableInstance:
             log.warning("sandbox_call_failed", env=self.env.name, tool=name, error=repr(exc))
             kind = getattr(exc, "kind", type(exc).__name__)
             return self._fail(name, start, "sandbox", f"{name} failed in the sandbox ({kind})", writes=writes)
-        return self._adopt(name, start, writes, sent, outcome)
+        return self._adopt(name, arguments, start, writes, sent, outcome)
 
     def _adopt(
-        self, name: str, start: int, writes: bool, sent: bytes, outcome: SandboxToolOutcome
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        start: int,
+        writes: bool,
+        sent: bytes,
+        outcome: SandboxToolOutcome,
     ) -> ToolResult:
         """Take a sandbox outcome: the result or error, and the state and counters after it."""
         if not outcome.ok:
@@ -258,6 +276,8 @@ class ExecutableInstance:
             self._conn.execute("PRAGMA query_only = ON")
             self._dirty = True
         self.db._id_counters = dict(outcome.id_counters)
+        if writes:
+            self.write_log.append(WriteRecord(tool=name, arguments=dict(arguments), output=outcome.result))
         return ToolResult(
             tool=name, ok=True, output=outcome.result, writes=writes, duration_us=_since_us(start)
         )

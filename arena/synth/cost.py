@@ -9,7 +9,7 @@ export it; ops turns it into metrics, the CLI prints it with `--json`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,12 +42,22 @@ class SynthesisReport(BaseModel):
     kept: int = 0
     attempts: int = 0
     rejections: dict[str, int] = Field(default_factory=dict)
+    # Per non-working agent of the adversary gate: tasks it earned nothing on ("held"), tasks it
+    # earned reward on ("paid", each one rejected), tasks it did not apply to ("n/a").
+    adversaries: dict[str, dict[str, int]] = Field(default_factory=dict)
     stages: dict[str, StageCost] = Field(default_factory=dict)
     seconds: float = 0.0
 
     def reject(self, reason: str) -> None:
         """Count one rejection."""
         self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def count_adversaries(self, agents: Iterable[Any]) -> None:
+        """Count one task's adversary-gate outcome per agent (`AdversaryResult`s)."""
+        for agent in agents:
+            outcome = "paid" if agent.paid else "held" if agent.applies else "n/a"
+            counts = self.adversaries.setdefault(agent.agent, {})
+            counts[outcome] = counts.get(outcome, 0) + 1
 
     def stage(self, name: str) -> StageCost:
         """The cost record of a stage (created on first use)."""

@@ -3,7 +3,9 @@
 1. duplicate: the same environment and the same reference calls as a task kept before;
 2. stability: the reference replays twice to the same state and the same outputs;
 3. gold: replaying the reference scores 1.0 (DESIGN §4), against the stable replay's state;
-4. empty: an agent that does nothing does not pass (DESIGN §4);
+4. adversary: every non-working agent (`arena.tasks.adversary`: the empty episode, the answer
+   without a call, the reads without the writes, ...) earns 0 (DESIGN §4); what each agent
+   earned is counted in the report's `adversaries`;
 5. solvability (optional, off by default on CPU): a reference agent solves it in at least
    `solvability_min_passes` of `solvability_runs` episodes (Agent-World keeps 2 of 5).
 """
@@ -20,14 +22,14 @@ from pydantic import BaseModel, ConfigDict
 from arena.env.state import from_image, states_equal
 from arena.protocols import ChatModel, UserSimulator
 from arena.synth.cost import StageMeter, SynthesisReport
-from arena.tasks.gates import empty_gate, gold_gate
+from arena.tasks.gates import adversary_gate, gold_gate
 from arena.tasks.model import Task
 from arena.tasks.replay import ReferenceReplayError, first_failure, replay_reference
 from arena.tasks.reward import RewardConfig
 
 log = structlog.get_logger(__name__)
 
-GATES = ("duplicate", "stability", "gold", "empty", "solvability")
+GATES = ("duplicate", "stability", "gold", "adversary", "solvability")
 
 
 class GateConfig(BaseModel):
@@ -129,9 +131,11 @@ class TaskFilter:
             gold = await gold_gate(self.env, task, **kwargs)
             if not gold.ok:
                 return self._reject("gold", task, gold.detail)
-            empty = await empty_gate(self.env, task, **kwargs)
-            if not empty.ok:
-                return self._reject("empty", task, empty.detail)
+            adversary = await adversary_gate(self.env, task, **kwargs)
+            if self.report is not None:
+                self.report.count_adversaries(adversary.agents)
+            if not adversary.ok:
+                return self._reject("adversary", task, adversary.detail)
             if self.config.solvability_runs > 0 and self.agent is not None:
                 passes = await self._solvability(task, expected)
                 if passes < self.config.solvability_min_passes:

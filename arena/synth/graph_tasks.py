@@ -25,7 +25,15 @@ from arena.synth.filters import GateConfig, TaskFilter
 from arena.synth.graph import ToolGraph, build_graph
 from arena.synth.walk import Walk, execute_walk, plan_walk, ungrounded_ids
 from arena.synth.writer import TaskDraft, model_draft, template_draft, validate_instruction
-from arena.tasks.model import AnswerCheck, Check, RubricCheck, StateMatchCheck, Task
+from arena.tasks.model import (
+    ActionCheck,
+    AnswerCheck,
+    Check,
+    ExpectedCall,
+    RubricCheck,
+    StateMatchCheck,
+    Task,
+)
 from arena.types import ToolCall
 
 log = structlog.get_logger(__name__)
@@ -65,6 +73,9 @@ def build_task(
 ) -> Task:
     """The task for an executed walk and its draft."""
     checks: list[Check] = [StateMatchCheck()]
+    if walk.writes_cancel_out:
+        calls = [ExpectedCall(tool=s.tool, args=s.arguments) for s in walk.steps if s.writes]
+        checks.append(ActionCheck(name="makes the reference's writes, in order", calls=calls))
     if draft.answer_values:
         checks.append(AnswerCheck(name="reports the requested details", contains=draft.answer_values))
     # Rubric criteria come from the helper's own draft: template fallbacks add none (a judge call

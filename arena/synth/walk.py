@@ -48,11 +48,22 @@ class Walk(BaseModel):
     steps: list[Step]
     edge_kinds: list[EdgeKind] = Field(default_factory=list)
     planned: list[str] = Field(default_factory=list)
+    # Rows added, removed or changed between the initial and the final state (the net change).
+    net_changed_rows: int = 0
 
     @property
     def has_write(self) -> bool:
         """Whether any executed step is a write."""
         return any(s.writes for s in self.steps)
+
+    @property
+    def writes_cancel_out(self) -> bool:
+        """Whether the net change is smaller than the writes (one undoes or repeats another).
+
+        Each successful write changes at least one row, so fewer changed rows than writes means
+        some write left no trace in the final state, and only an action check can see it.
+        """
+        return self.net_changed_rows < sum(s.writes for s in self.steps)
 
 
 def _weighted(rng: random.Random, items: list[str], weights: list[float]) -> str:
@@ -184,13 +195,15 @@ async def execute_walk(
                         )
                     )
                     break
+        diff = instance.diff()
     finally:
         await instance.aclose()
+    net = sum(sum(counts.values()) for counts in diff.counts().values())
     kinds: list[EdgeKind] = []
     for a, b in itertools.pairwise(steps):
         data = graph.graph.get_edge_data(a.tool, b.tool)
         kinds.append(data["kind"] if data else "independent")
-    return Walk(steps=steps, edge_kinds=kinds, planned=plan)
+    return Walk(steps=steps, edge_kinds=kinds, planned=plan, net_changed_rows=net)
 
 
 def param_info(graph: ToolGraph, tool: str, param: str) -> ParamInfo | None:

@@ -3,7 +3,7 @@
 `verify` is imported from `arena.tasks.verify` (re-exporting it here would shadow the module).
 """
 
-from arena.tasks.gates import GateReport, GateResult, empty_gate, gold_gate, run_gates
+from arena.tasks.gates import GateReport, GateResult, adversary_gate, gold_gate, run_gates
 from arena.tasks.model import (
     AnswerCheck,
     Check,
@@ -35,7 +35,7 @@ __all__ = [
     "Task",
     "TranscriptLike",
     "Verdict",
-    "empty_gate",
+    "adversary_gate",
     "gold_gate",
     "load_tasks",
     "parse_tasks",

@@ -4,8 +4,9 @@
   check, i.e. scores 1.0 before penalties. The expected state for `state_match` comes from a
   *second*, independent replay, so a tool that is not deterministic fails the gate here instead
   of failing every agent later.
-- empty gate: an episode where the agent does nothing (no calls, empty answer) must not pass;
-  otherwise the checks test nothing (EnvScaler's worked example has such checks).
+- adversary gate: every non-working agent of `arena.tasks.adversary` (the empty episode, the
+  reference answer without a call, the reads without the writes, ...) earns exactly 0; otherwise
+  the checks pay for something other than the work, and GRPO will find it.
 
 Tasks of simulated environments cannot be replayed (no state, tools played by a model); their
 gold transcript carries the reference calls without results, and only answer/rubric checks make
@@ -14,25 +15,23 @@ sense for them.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from arena.protocols import ChatModel
+from arena.tasks.adversary import AdversaryResult, run_adversaries, transcript_of
 from arena.tasks.model import Task
 from arena.tasks.replay import (
     ReferenceReplayError,
     first_failure,
-    new_instance,
     reference_state,
     replay_reference,
 )
 from arena.tasks.reward import RewardConfig, Verdict
 from arena.tasks.transcript import ReplayTranscript
 from arena.tasks.verify import CheckSandbox, verify
-from arena.types import Message, ToolCall
 
 
 class GateResult(BaseModel):
@@ -40,10 +39,12 @@ class GateResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    gate: Literal["gold", "empty"]
+    gate: Literal["gold", "adversary"]
     ok: bool
     detail: str
     verdict: Verdict | None = None
+    # The adversary gate's agents, each with what it earned.
+    agents: list[AdversaryResult] = []
 
 
 class GateReport(BaseModel):
@@ -51,12 +52,12 @@ class GateReport(BaseModel):
 
     task: str
     gold: GateResult
-    empty: GateResult
+    adversary: GateResult
 
     @property
     def ok(self) -> bool:
         """Whether both gates let the task through."""
-        return self.gold.ok and self.empty.ok
+        return self.gold.ok and self.adversary.ok
 
 
 def _is_executable(env: Any) -> bool:
@@ -65,31 +66,7 @@ def _is_executable(env: Any) -> bool:
 
 def reference_transcript(task: Task, results: list[Any] | None) -> ReplayTranscript:
     """The transcript of an agent that makes exactly the reference calls, then gives the reference answer."""
-    messages = [Message(role="user", content=task.instruction)]
-    for i, call in enumerate(task.reference):
-        call_id = f"ref-{i + 1}"
-        messages.append(
-            Message(
-                role="assistant", tool_calls=[ToolCall(id=call_id, name=call.name, arguments=call.arguments)]
-            )
-        )
-        if results is None:
-            content = "(simulated)"
-        else:
-            r = results[i]
-            content = json.dumps(r.output, ensure_ascii=False, default=str) if r.ok else f"error: {r.error}"
-        messages.append(Message(role="tool", name=call.name, tool_call_id=call_id, content=content))
-    answer = task.answer or ""
-    messages.append(Message(role="assistant", content=answer))
-    return ReplayTranscript(messages=messages, final_answer=answer)
-
-
-def empty_transcript(task: Task) -> ReplayTranscript:
-    """The transcript of an agent that does nothing: the instruction, then an empty answer."""
-    return ReplayTranscript(
-        messages=[Message(role="user", content=task.instruction), Message(role="assistant", content="")],
-        final_answer="",
-    )
+    return transcript_of(task, task.reference, results, task.answer or "")
 
 
 async def gold_gate(
@@ -103,8 +80,10 @@ async def gold_gate(
 ) -> GateResult:
     """Replay the reference solution and require every check to pass (score 1.0 before penalties)."""
     if not _is_executable(env):
+        # Simulated results are placeholders: the answer's values cannot have been observed.
+        transcript = reference_transcript(task, None)
         verdict = await verify(
-            task, None, reference_transcript(task, None), judge=judge, sandbox=sandbox, config=config
+            task, None, transcript, judge=judge, sandbox=sandbox, config=config, provenance=False
         )
         return _gold_result(verdict)
     try:
@@ -140,7 +119,7 @@ def _gold_result(verdict: Verdict) -> GateResult:
     return GateResult(gate="gold", ok=True, detail="reference solution passes every check", verdict=verdict)
 
 
-async def empty_gate(
+async def adversary_gate(
     env: Any,
     task: Task,
     *,
@@ -149,34 +128,17 @@ async def empty_gate(
     config: RewardConfig | None = None,
     expected_state: sqlite3.Connection | None = None,
 ) -> GateResult:
-    """Verify an episode where the agent does nothing; the gate holds when it does not pass."""
-    try:
-        instance = new_instance(env, sandbox) if _is_executable(env) else None
-    except ReferenceReplayError as exc:
-        return GateResult(gate="empty", ok=False, detail=str(exc))
-    try:
-        verdict = await verify(
-            task,
-            instance,
-            empty_transcript(task),
-            judge=judge,
-            sandbox=sandbox,
-            config=config,
-            env=env,
-            expected_state=expected_state,
-        )
-    finally:
-        if instance is not None:
-            await instance.aclose()
-    if verdict.passed:
-        return GateResult(
-            gate="empty",
-            ok=False,
-            detail="an agent that does nothing passes: the checks test nothing",
-            verdict=verdict,
-        )
+    """Score every non-working agent; the gate holds when none of them earns anything."""
+    agents = await run_adversaries(
+        env, task, judge=judge, sandbox=sandbox, config=config, expected_state=expected_state
+    )
+    paid = [a for a in agents if a.paid]
+    if paid:
+        detail = "; ".join(f"{a.agent} earns {a.reward:.2f} ({a.error or a.detail})" for a in paid)
+        return GateResult(gate="adversary", ok=False, detail=detail, agents=agents)
+    applied = sum(a.applies for a in agents)
     return GateResult(
-        gate="empty", ok=True, detail=f"doing nothing fails ({verdict.summary()})", verdict=verdict
+        gate="adversary", ok=True, detail=f"all {applied} non-working agents earn 0", agents=agents
     )
 
 
@@ -196,7 +158,9 @@ async def run_gates(
         except ReferenceReplayError as exc:
             failed = GateResult(gate="gold", ok=False, detail=str(exc))
             return GateReport(
-                task=task.full_id, gold=failed, empty=GateResult(gate="empty", ok=False, detail="not run")
+                task=task.full_id,
+                gold=failed,
+                adversary=GateResult(gate="adversary", ok=False, detail="not run"),
             )
     try:
         kwargs: dict[str, Any] = {
@@ -206,8 +170,8 @@ async def run_gates(
             "expected_state": expected,
         }
         gold = await gold_gate(env, task, **kwargs)
-        empty = await empty_gate(env, task, **kwargs)
+        adversary = await adversary_gate(env, task, **kwargs)
     finally:
         if expected is not None:
             expected.close()
-    return GateReport(task=task.full_id, gold=gold, empty=empty)
+    return GateReport(task=task.full_id, gold=gold, adversary=adversary)

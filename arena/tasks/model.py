@@ -9,13 +9,15 @@ A task belongs to one environment; its id is unique inside that environment and 
   `initial` (`SELECT count(*) > (SELECT count(*) FROM initial.orders) FROM orders`);
 - `answer`: expected (and forbidden) values in the final answer, compared after normalization;
 - `python`: `check(initial, final, answer) -> bool` source, run in the sandbox for synthesized tasks;
-- `rubric`: criteria judged by a `ChatModel`; the check passes only when every criterion does.
+- `rubric`: criteria judged by a `ChatModel`; the check passes only when every criterion does;
+- `action`: write calls the episode must have made (in order, when `ordered`), read from the
+  instance's write log: for effects that cancel out (freeze then unfreeze), which no state shows.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +26,7 @@ from arena.types import ToolCall
 
 TaskMode = Literal["autonomous", "conversational"]
 TaskOrigin = Literal["manual", "graph", "program", "simulated", "targeted"]
-CheckKind = Literal["state_match", "sql", "answer", "python", "rubric"]
+CheckKind = Literal["state_match", "sql", "answer", "python", "rubric", "action"]
 
 # Task ids appear in `ENV/ID` strings, file names and CLI arguments: keep them plain.
 _DEFAULT_NAMES = {
@@ -33,6 +35,7 @@ _DEFAULT_NAMES = {
     "answer": "final answer",
     "python": "python check",
     "rubric": "rubric",
+    "action": "required writes were made",
 }
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -92,6 +95,9 @@ class AnswerCheck(_CheckBase):
     not_contains: list[str] = Field(default_factory=list)
     max_chars: int = Field(default=ANSWER_MAX_CHARS, ge=1)
     max_numbers: int = Field(default=ANSWER_MAX_NUMBERS, ge=1)
+    # Expected values the answer works out from what it read (a sum, a status inferred from a
+    # date) rather than copies from a tool result or the user's words (see `arena.tasks.provenance`).
+    derived: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> AnswerCheck:
@@ -102,6 +108,11 @@ class AnswerCheck(_CheckBase):
         expected = [v for group in self.expected_groups() for v in group]
         if any(not v.strip() for v in [*expected, *self.not_contains]):
             raise ValueError("answer check values must not be blank")
+        unknown = [v for v in self.derived if v not in expected]
+        if unknown:
+            raise ValueError(
+                f"`derived` names values that are not in `contains`: {', '.join(map(repr, unknown))}"
+            )
         return self
 
     def expected_groups(self) -> list[list[str]]:
@@ -146,8 +157,32 @@ class RubricCheck(_CheckBase):
         return criteria
 
 
+class ExpectedCall(BaseModel):
+    """One write call an action check requires: the tool, and arguments it must have had (a subset)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ActionCheck(_CheckBase):
+    """The episode made these write calls successfully (each with at least `args`), in order if `ordered`.
+
+    State checks cannot see work whose effects cancel out (freeze a card, then unfreeze it): the
+    final state equals the initial one, so an agent that does nothing matches it. The instance's
+    write log (every successful write call, with its arguments) can, and this check reads it.
+    Calls between the required ones, or after them, do not matter here; the state checks judge
+    what they did.
+    """
+
+    kind: Literal["action"] = "action"
+    calls: list[ExpectedCall] = Field(min_length=1)
+    ordered: bool = True
+
+
 Check = Annotated[
-    StateMatchCheck | SqlCheck | AnswerCheck | PythonCheck | RubricCheck,
+    StateMatchCheck | SqlCheck | AnswerCheck | PythonCheck | RubricCheck | ActionCheck,
     Field(discriminator="kind"),
 ]
 

@@ -5,20 +5,29 @@ With `n` checks of which `k` passed, `m` malformed tool calls and `t` assistant 
     score   = k / n
     penalty = malformed_call_penalty * m
             + length_penalty_per_turn * max(0, t - free_turns)
-            + u / n   (no_change: see below)
+            + (k - paid) / n          (unearned: see below)
     reward  = min(1, max(0, score - penalty))
     passed  = (k == n) and reward >= pass_threshold
 
-`u` is the number of passed state checks (sql, python, state_match) of an episode that left the
-state untouched while a state check failed, i.e. the task needed a change that never happened.
-Those checks ("no other hold changed") hold on the untouched state: they say nothing broke, not
-that any work was done, and an agent that does nothing must not earn reward for them. Once the
-episode changed the state they count as usual. `credit_untouched_state = True` turns this off.
+Rewards pay only for work done (DESIGN §4); `paid` is `k` unless one of these rules withholds
+credit, and a withheld check shows in `penalties["unearned"]` and `Verdict.unearned`:
+
+- **A task whose reference writes** pays nothing unless the episode made a successful write and
+  every state and action check passed. An answer check, or a "nothing else changed" check that
+  holds on the untouched state, says nothing about the work: it pays only once the work is
+  verified. Partial credit then comes from the answer (the work done, the report missing).
+- **A task that only reads** pays nothing unless its answer is right: every `answer` check (or,
+  with none, every `rubric` check) passed. An answer value counts only if the agent observed it
+  in this episode (`arena.tasks.provenance`).
+
+Both rules are all-or-nothing on the work, as tau2-bench's database and action checks are: a
+policy paid for part of a write learns to stop halfway, and one paid for "nothing else broke"
+learns to do nothing.
 
 Defaults: `malformed_call_penalty = 0.1`, `length_penalty_per_turn = 0.0` (length penalty off),
 `free_turns = 0`, `pass_threshold = 1.0` — so with defaults an episode passes only when every check
 passes and it made no malformed call. Partial credit comes from several checks per task (an SQL
-checklist, say); each check itself is pass/fail.
+checklist, say), once the work they depend on is verified; each check itself is pass/fail.
 """
 
 from __future__ import annotations
@@ -39,13 +48,14 @@ class RewardConfig(BaseModel):
     length_penalty_per_turn: float = Field(default=0.0, ge=0.0, le=1.0)
     free_turns: int = Field(default=0, ge=0)
     pass_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
-    credit_untouched_state: bool = False  # True: a do-nothing episode earns its preservation checks
     # Rubric judging: attempts per rubric check before it fails (invalid JSON, model errors).
     judge_attempts: int = Field(default=3, ge=1, le=10)
 
 
-PenaltyKind = Literal["malformed_calls", "length", "no_change"]
+PenaltyKind = Literal["malformed_calls", "length", "unearned"]
 STATE_CHECKS: frozenset[str] = frozenset({"sql", "python", "state_match"})
+# Checks that judge what the episode did to the environment (its state, or its write log).
+WORK_CHECKS: frozenset[str] = STATE_CHECKS | {"action"}
 
 
 class CheckResult(BaseModel):
@@ -64,6 +74,8 @@ class Verdict(BaseModel):
     passed: bool
     checks: list[CheckResult]
     penalties: dict[PenaltyKind, float] = Field(default_factory=dict)
+    # Why credit was withheld (empty when every passed check paid); see the module docstring.
+    unearned: str = ""
 
     @property
     def score(self) -> float:
@@ -76,10 +88,23 @@ class Verdict(BaseModel):
         return f"{'PASS' if self.passed else 'FAIL'} reward={self.reward:.2f} ({k}/{len(self.checks)} checks)"
 
 
-def needs_change_evidence(results: list[CheckResult]) -> bool:
-    """Whether the no-change rule could apply: some state check failed and another passed."""
-    state = [r for r in results if r.kind in STATE_CHECKS]
-    return any(not r.passed for r in state) and any(r.passed for r in state)
+def _paid(results: list[CheckResult], *, writes_required: bool | None, wrote: bool | None) -> tuple[int, str]:
+    """How many passed checks pay under the rules of the module docstring, and why the rest do not."""
+    k = sum(r.passed for r in results)
+    if writes_required is True:
+        if wrote is False:
+            return 0, "the task needs a write and the episode made none"
+        failed = [r.name for r in results if r.kind in WORK_CHECKS and not r.passed]
+        if failed:
+            return 0, "the work is not verified: " + ", ".join(failed)
+    elif writes_required is False:
+        answers = [r for r in results if r.kind == "answer"] or [r for r in results if r.kind == "rubric"]
+        if not answers:
+            return 0, "a task that only reads pays for its answer, and it has no answer check"
+        wrong = [r.name for r in answers if not r.passed]
+        if wrong:
+            return 0, "a task that only reads pays only for a right answer: " + ", ".join(wrong)
+    return k, ""
 
 
 def compute_verdict(
@@ -88,12 +113,14 @@ def compute_verdict(
     malformed_calls: int,
     turns: int,
     config: RewardConfig,
-    state_changed: bool | None = None,
+    writes_required: bool | None = None,
+    wrote: bool | None = None,
 ) -> Verdict:
     """Apply the reward formula to check results and the episode's malformed-call and turn counts.
 
-    `state_changed` is whether the episode changed the environment's state (None: unknown, as for
-    simulated environments; the no-change rule then does not apply).
+    `writes_required` is whether the task's reference writes, `wrote` whether the episode made a
+    successful write (None: unknown, as for simulated environments; the rules that need them
+    then do not apply).
     """
     n = len(results)
     k = sum(r.passed for r in results)
@@ -102,10 +129,11 @@ def compute_verdict(
         "malformed_calls": config.malformed_call_penalty * max(0, malformed_calls),
         "length": config.length_penalty_per_turn * max(0, turns - config.free_turns),
     }
-    if state_changed is False and not config.credit_untouched_state and needs_change_evidence(results):
-        penalties["no_change"] = sum(r.passed for r in results if r.kind in STATE_CHECKS) / n
+    paid, why = _paid(results, writes_required=writes_required, wrote=wrote)
+    if paid < k:
+        penalties["unearned"] = (k - paid) / n
     reward = min(1.0, max(0.0, score - sum(penalties.values())))
     # Round away float noise so that a perfect episode is exactly 1.0 (the gold gate compares).
     reward = round(reward, 9)
     passed = n > 0 and k == n and reward >= config.pass_threshold
-    return Verdict(reward=reward, passed=passed, checks=results, penalties=penalties)
+    return Verdict(reward=reward, passed=passed, checks=results, penalties=penalties, unearned=why)

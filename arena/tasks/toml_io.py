@@ -20,14 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from arena.env.errors import Problems
 from arena.env.tool import ToolDef, ToolError
 from arena.protocols import UserContext
-from arena.tasks.model import Check, Task, TaskMode
+from arena.tasks.model import ActionCheck, Check, Task, TaskMode
 from arena.types import ToolCall
 
 TASKS_FILE = "tasks.toml"
 
 _HEADER = re.compile(r"^\s*\[\[\s*task(?:\s*\.\s*(check|reference))?\s*\]\]")
 _ANY_HEADER = re.compile(r"^\s*\[")
-_KINDS = ("state_match", "sql", "answer", "python", "rubric")
+_KINDS = ("state_match", "sql", "answer", "python", "rubric", "action")
 
 
 class _ReferenceEntry(BaseModel):
@@ -259,6 +259,21 @@ def _check_reference(
                 line=_locate(lines, block, loc),
                 field=_field(index, loc),
             )
+    for c, check in enumerate(task.checks):
+        if not isinstance(check, ActionCheck):
+            continue
+        loc = ("check", c, "calls")
+        for call in check.calls:
+            tool = tools.get(call.tool)
+            if tool is None or not tool.writes:
+                why = "is not a tool of this environment" if tool is None else "does not write"
+                problems.add(
+                    path,
+                    f"{label}: action check {check.label!r} names {call.tool!r}, which {why} "
+                    "(an action check lists write calls)",
+                    line=_locate(lines, block, loc),
+                    field=_field(index, loc),
+                )
 
 
 def load_tasks(

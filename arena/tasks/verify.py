@@ -15,19 +15,20 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import structlog
 
-from arena.env.state import to_image, user_tables
+from arena.env.state import from_image, to_image
 from arena.protocols import ChatModel
+from arena.tasks.actions import run_action
 from arena.tasks.judge import judge_rubric
-from arena.tasks.model import AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
+from arena.tasks.model import ActionCheck, AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.normalize import contains_value, distinct_numbers
+from arena.tasks.provenance import Observations
 from arena.tasks.replay import ReferenceReplayError, reference_state
-from arena.tasks.reward import CheckResult, RewardConfig, Verdict, compute_verdict, needs_change_evidence
+from arena.tasks.reward import STATE_CHECKS, CheckResult, RewardConfig, Verdict, compute_verdict
+from arena.tasks.state_compare import Layout, compare_states
 from arena.tasks.transcript import TranscriptLike, assistant_turns, render_transcript
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,7 @@ class _States:
         self._instance = instance
         self._images: tuple[bytes, bytes] | None = None
         self._checker: sqlite3.Connection | None = None
+        self._untouched: sqlite3.Connection | None = None
 
     @property
     def available(self) -> bool:
@@ -84,67 +86,16 @@ class _States:
             self._checker = conn
         return self._checker
 
-    def changed(self) -> bool:
-        """Whether the final state differs from the initial one (rows compared, not pages)."""
-        initial_image, final_image = self.images()
-        if initial_image == final_image:
-            return False
-        initial = sqlite3.connect(":memory:")
-        try:
-            initial.deserialize(initial_image)
-            return compare_states(self.final(), initial) is not None
-        finally:
-            initial.close()
+    def untouched(self) -> sqlite3.Connection:
+        """A private copy of the initial state: the final state of an episode that changed nothing."""
+        if self._untouched is None:
+            self._untouched = from_image(self.images()[0])
+        return self._untouched
 
     def close(self) -> None:
-        if self._checker is not None:
-            self._checker.close()
-
-
-def _rows(conn: sqlite3.Connection, table: str, skip: set[str]) -> tuple[list[str], Counter[tuple[Any, ...]]]:
-    cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")') if r[1] not in skip]
-    select = ", ".join(f'"{c}"' for c in cols) or "1"
-    return cols, Counter(tuple(row) for row in conn.execute(f'SELECT {select} FROM "{table}"'))
-
-
-def _short(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def compare_states(
-    actual: sqlite3.Connection, expected: sqlite3.Connection, ignore: Sequence[str] = ()
-) -> str | None:
-    """None when every table (minus `ignore`d tables/`table.column`s) holds the same rows; else why not.
-
-    Rows are compared as multisets, so row order (and rowids of tables with a key) do not matter.
-    """
-    skip_tables = {i for i in ignore if "." not in i}
-    skip_cols: dict[str, set[str]] = {}
-    for item in ignore:
-        if "." in item:
-            table, col = item.split(".", 1)
-            skip_cols.setdefault(table, set()).add(col)
-    problems: list[str] = []
-    got_tables, want_tables = set(user_tables(actual)) - skip_tables, set(user_tables(expected)) - skip_tables
-    for table in sorted(got_tables ^ want_tables):
-        problems.append(f"table {table} {'unexpected' if table in got_tables else 'missing'}")
-    for table in sorted(got_tables & want_tables):
-        skip = skip_cols.get(table, set())
-        got_cols, got = _rows(actual, table, skip)
-        want_cols, want = _rows(expected, table, skip)
-        if got_cols != want_cols:
-            problems.append(f"{table}: columns differ")
-            continue
-        missing, extra = want - got, got - want
-        if missing or extra:
-            n_missing, n_extra = sum(missing.values()), sum(extra.values())
-            row = min(missing, key=repr) if missing else min(extra, key=repr)
-            example = f"{'missing' if missing else 'unexpected'} {_short(repr(row))}"
-            problems.append(f"{table}: {n_missing} row(s) missing, {n_extra} unexpected, e.g. {example}")
-    if not problems:
-        return None
-    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-    return "; ".join(problems[:3]) + more
+        for conn in (self._checker, self._untouched):
+            if conn is not None:
+                conn.close()
 
 
 def _run_sql(conn: sqlite3.Connection, check: SqlCheck) -> CheckResult:
@@ -176,8 +127,27 @@ def _describe_expected(group: list[str]) -> str:
     return "one of " + ", ".join(repr(v) for v in group)
 
 
-def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
-    missing = [g for g in check.expected_groups() if not any(contains_value(answer, v) for v in g)]
+def _run_answer(
+    answer: str, check: AnswerCheck, seen: Observations | None, reference_reads: set[str]
+) -> CheckResult:
+    """Expected values present (and observed, unless `seen` is None), forbidden ones absent, caps kept."""
+
+    def observed(group: list[str], stated: list[str]) -> bool:
+        # Alternatives are one value written several ways: seeing any of them is seeing it.
+        if seen is None:
+            return True
+        if any(v in check.derived for v in stated):
+            return seen.received(reference_reads)
+        return any(seen.shows(v) for v in group)
+
+    missing: list[list[str]] = []
+    guessed: list[str] = []
+    for group in check.expected_groups():
+        stated = [v for v in group if contains_value(answer, v)]
+        if not stated:
+            missing.append(group)
+        elif not observed(group, stated):
+            guessed.append(stated[0])
     present = [v for v in check.not_contains if contains_value(answer, v)]
     problems = []
     numbers = len(distinct_numbers(answer))
@@ -189,11 +159,17 @@ def _run_answer(answer: str, check: AnswerCheck) -> CheckResult:
         problems.append(f"answer mentions {numbers} distinct numbers, over the cap of {check.max_numbers}")
     if missing:
         problems.append("missing " + ", ".join(_describe_expected(v) for v in missing))
+    if guessed:
+        problems.append(
+            "states "
+            + ", ".join(repr(v) for v in guessed)
+            + " without having seen it in a tool result or the user's words (a guess)"
+        )
     if present:
         problems.append("should not mention " + ", ".join(repr(v) for v in present))
     if not answer.strip():
         problems.insert(0, "empty answer")
-    passed = not (missing or present or too_long or too_many_numbers)
+    passed = not (missing or guessed or present or too_long or too_many_numbers)
     detail = "; ".join(problems) if problems else "answer has the expected values"
     return CheckResult(kind="answer", name=check.label, passed=passed, detail=detail)
 
@@ -222,7 +198,11 @@ def must_sandbox(task: Task, check: PythonCheck) -> bool:
 
 
 async def _run_python(
-    task: Task, check: PythonCheck, states: _States, answer: str, sandbox: CheckSandbox | None
+    task: Task,
+    check: PythonCheck,
+    images: tuple[bytes, bytes],
+    answer: str,
+    sandbox: CheckSandbox | None,
 ) -> CheckResult:
     name = check.label
     sandboxed = must_sandbox(task, check)
@@ -234,7 +214,6 @@ async def _run_python(
             detail="this check must run in the sandbox, and none was given",
         )
     try:
-        images = states.images()
         if sandboxed:
             assert sandbox is not None
             passed = bool(await sandbox.run_check(check.code, images[0], images[1], answer))
@@ -248,40 +227,81 @@ async def _run_python(
     return CheckResult(kind="python", name=name, passed=passed, detail="check returned " + str(passed))
 
 
-async def _run_state_match(
-    task: Task,
+class UntouchedMemo:
+    """How the untouched initial state compares with one reference state, per `ignore` list.
+
+    Verifications that share an expected state (the agents of the adversary gate, the samples of
+    one task in a rollout group) ask it again for every episode that changed nothing; the answer
+    never changes, so it is worked out once. One memo serves one task.
+    """
+
+    def __init__(self) -> None:
+        self._problems: dict[tuple[str, ...], str | None] = {}
+
+    def problem(
+        self, states: _States, expected: sqlite3.Connection, ignore: list[str], base: Layout | None
+    ) -> str | None:
+        """`compare_states(initial, expected, ignore)`, memoized."""
+        key = tuple(ignore)
+        if key not in self._problems:
+            self._problems[key] = compare_states(states.untouched(), expected, ignore, base=base)
+        return self._problems[key]
+
+
+def _run_state_match(
     check: StateMatchCheck,
     states: _States,
-    env: Any,
-    expected_state: sqlite3.Connection | None,
-    sandbox: CheckSandbox | None,
+    expected: sqlite3.Connection | str,
+    base: Layout | None,
+    memo: UntouchedMemo,
+    untouched: bool,
 ) -> CheckResult:
+    """Compare the final state with the reference's (`expected` is a reason when there is none)."""
     name = check.label
-    owned = False
-    if expected_state is None:
-        if env is None:
-            return CheckResult(
-                kind="state_match",
-                name=name,
-                passed=False,
-                detail="no reference state (pass env or expected_state)",
-            )
-        try:
-            expected_state = await reference_state(env, task, sandbox=sandbox)
-        except ReferenceReplayError as exc:
-            return CheckResult(kind="state_match", name=name, passed=False, detail=str(exc))
-        owned = True
-    try:
-        final = states.final()
-        problem = compare_states(final, expected_state, check.ignore)
-    finally:
-        if owned:
-            expected_state.close()
+    if isinstance(expected, str):
+        return CheckResult(kind="state_match", name=name, passed=False, detail=expected)
+    if untouched:
+        problem = memo.problem(states, expected, check.ignore, base)
+    else:
+        problem = compare_states(states.final(), expected, check.ignore, base=base)
     if problem is None:
         return CheckResult(
             kind="state_match", name=name, passed=True, detail="final state matches the reference"
         )
     return CheckResult(kind="state_match", name=name, passed=False, detail=problem)
+
+
+async def _expected_state(
+    task: Task, env: Any, given: sqlite3.Connection | None, sandbox: CheckSandbox | None
+) -> tuple[sqlite3.Connection | str | None, bool]:
+    """The reference's final state for `state_match` (or why there is none) and whether we own it."""
+    if given is not None or not any(isinstance(c, StateMatchCheck) for c in task.checks):
+        return given, False
+    if env is None:
+        return "no reference state (pass env or expected_state)", False
+    try:
+        return await reference_state(env, task, sandbox=sandbox), True
+    except ReferenceReplayError as exc:
+        return str(exc), False
+
+
+def _template_layout(instance: Any) -> Layout | None:
+    """The layout of the template an instance started from, when its initial state is that template."""
+    env = getattr(instance, "env", None)
+    template = getattr(env, "template", None)
+    if template is None or getattr(instance, "initial", None) is not template:
+        return None
+    return env.template_layout()  # type: ignore[no-any-return, union-attr]
+
+
+def _write_tools(instance: Any, env: Any) -> set[str] | None:
+    """The environment's write tools, from the instance's environment or `env` (None: unknown)."""
+    for source in (getattr(instance, "env", None), env):
+        if source is not None and getattr(source, "kind", "executable") == "executable":
+            tools = getattr(source, "write_tools", None)
+            if tools is not None:
+                return set(tools)
+    return None
 
 
 async def verify(
@@ -294,22 +314,37 @@ async def verify(
     config: RewardConfig | None = None,
     env: Any = None,
     expected_state: sqlite3.Connection | None = None,
+    provenance: bool = True,
+    memo: UntouchedMemo | None = None,
 ) -> Verdict:
     """Run every check of `task` on the episode (its instance's states and its transcript) and score it.
 
     `state_match` needs the reference's final state: pass `expected_state` (see
     `arena.tasks.replay.reference_state`, computed once per task), or `env` to replay it here.
     Rubric checks need `judge`; python checks of synthesized tasks need `sandbox`. Without them
-    those checks fail with a detail saying so.
+    those checks fail with a detail saying so. `provenance=False` credits answer values the
+    episode never showed (only for reference transcripts without real tool results). `memo`
+    shares work between verifications with the same `expected_state`.
     """
     config = config or RewardConfig()
     answer = transcript.final_answer or ""
     states = _States(instance)
+    write_tools = _write_tools(instance, env)
+    writes_required = None if write_tools is None else any(c.name in write_tools for c in task.reference)
+    write_log = getattr(instance, "write_log", None)
+    reference_reads = {c.name for c in task.reference if write_tools is None or c.name not in write_tools}
+    seen = Observations.of(transcript) if provenance else None
+    base = _template_layout(instance)
+    memo = memo or UntouchedMemo()
+    # An instance that never changed its template-born state still holds the initial state.
+    untouched = base is not None and getattr(instance, "changed", None) is False
     results: list[CheckResult] = []
-    state_changed: bool | None = None
+    expected, owned = (None, False)
     try:
+        if states.available:
+            expected, owned = await _expected_state(task, env, expected_state, sandbox)
         for check in task.checks:
-            if check.kind in ("state_match", "sql", "python") and not states.available:
+            if check.kind in STATE_CHECKS and not states.available:
                 results.append(
                     CheckResult(
                         kind=check.kind,
@@ -319,13 +354,17 @@ async def verify(
                     )
                 )
             elif isinstance(check, StateMatchCheck):
-                results.append(await _run_state_match(task, check, states, env, expected_state, sandbox))
+                results.append(
+                    _run_state_match(check, states, expected or "no reference state", base, memo, untouched)
+                )
             elif isinstance(check, SqlCheck):
                 results.append(_run_sql(states.final(), check))
             elif isinstance(check, AnswerCheck):
-                results.append(_run_answer(answer, check))
+                results.append(_run_answer(answer, check, seen, reference_reads))
             elif isinstance(check, PythonCheck):
-                results.append(await _run_python(task, check, states, answer, sandbox))
+                results.append(await _run_python(task, check, states.images(), answer, sandbox))
+            elif isinstance(check, ActionCheck):
+                results.append(run_action(write_log, check))
             else:
                 intent = task.user.intent if task.user else task.instruction
                 results.append(
@@ -337,14 +376,15 @@ async def verify(
                         attempts=config.judge_attempts,
                     )
                 )
-        if states.available and needs_change_evidence(results):
-            state_changed = states.changed()
     finally:
         states.close()
+        if owned and isinstance(expected, sqlite3.Connection):
+            expected.close()
     return compute_verdict(
         results,
         malformed_calls=transcript.malformed_calls,
         turns=assistant_turns(transcript),
         config=config,
-        state_changed=state_changed,
+        writes_required=writes_required,
+        wrote=None if write_log is None else bool(write_log),
     )

@@ -139,7 +139,7 @@ def cmd_tasks_synthesize(args: argparse.Namespace) -> int:
         rep = result.report
         print(
             f"kept {rep.kept}/{rep.requested} after {rep.attempts} candidates in {rep.seconds:.2f}s; "
-            f"rejections: {json.dumps(rep.rejections)}",
+            f"rejections: {json.dumps(rep.rejections)}; adversary gate per agent: {json.dumps(rep.adversaries)}",
             file=sys.stderr,
         )
     return 0 if result.tasks else 1

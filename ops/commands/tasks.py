@@ -126,7 +126,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "task": report.task,
             "ok": report.ok,
             "gold": _gate_json(report.gold),
-            "empty": _gate_json(report.empty),
+            "adversary": _gate_json(report.adversary),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
@@ -134,7 +134,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         gold = report.gold.verdict
         print(f"reference replay: {gold.summary() if gold else 'not verified'}")
         _print_gate("gold gate", report.gold)
-        _print_gate("empty gate", report.empty)
+        _print_gate("adversary gate", report.adversary)
+        for agent in report.adversary.agents:
+            outcome = f"earns {agent.reward:.2f}" if agent.applies else "does not apply"
+            print(
+                f"  {'✗' if agent.paid else '✓'} {agent.agent:<16} {outcome}: {agent.error or agent.detail}"
+            )
     return 0 if report.ok else 1
 
 

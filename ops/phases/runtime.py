@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trainer.config import TrainerConfig
 
 log = structlog.get_logger(__name__)
-GATES = ("duplicate", "stability", "gold", "empty")
+GATES = ("duplicate", "stability", "gold", "adversary")
 
 
 def load_envs(ctx: PhaseContext) -> dict[str, Any]:
@@ -254,9 +254,27 @@ def record_synthesis(ctx: PhaseContext, report: Any, origin: str) -> dict[str, A
             ctx.metrics.synthesis_gate.labels(gate=gate, result="rejected").inc(rejected)
             ctx.metrics.synthesis_gate.labels(gate=gate, result="accepted").inc(later)
         later += rejected
+    # Each non-working agent of the adversary gate: tasks it earned nothing on, tasks it paid on.
+    for agent, counts in report.adversaries.items():
+        ctx.metrics.synthesis_gate.labels(gate=f"adversary_{agent}", result="accepted").inc(
+            counts.get("held", 0)
+        )
+        ctx.metrics.synthesis_gate.labels(gate=f"adversary_{agent}", result="rejected").inc(
+            counts.get("paid", 0)
+        )
     ctx.metrics.tasks_synthesized.labels(origin=origin).inc(report.kept)
     summary = report.summary()
     return {
         k: summary[k]
-        for k in ("env", "kind", "requested", "kept", "attempts", "rejections", "model_calls", "tokens")
+        for k in (
+            "env",
+            "kind",
+            "requested",
+            "kept",
+            "attempts",
+            "rejections",
+            "adversaries",
+            "model_calls",
+            "tokens",
+        )
     } | {"seconds": round(report.seconds, 3)}

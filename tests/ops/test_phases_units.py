@@ -42,13 +42,18 @@ def test_gate_acceptance_counts_tasks_that_reached_and_passed_each_gate(make_con
     metrics = Metrics()
     ctx = context(make_config(), metrics)
     report = SynthesisReport(env="food_delivery", kind="graph", requested=3, kept=2)
-    report.rejections = {"walk": 4, "duplicate": 1, "gold": 2, "empty": 1}
+    report.rejections = {"walk": 4, "duplicate": 1, "gold": 2, "adversary": 1}
+    report.adversaries = {"empty": {"held": 3}, "reads_only": {"held": 2, "paid": 1}}
     summary = record_synthesis(ctx, report, "graph")
     assert summary["kept"] == 2 and summary["rejections"]["gold"] == 2
     gate = "arena_synthesis_gate_total"
-    # empty: the 2 kept passed it, 1 was rejected; gold: 3 passed (kept + rejected later), 2 rejected.
-    assert sample(metrics, gate, gate="empty", result="accepted") == 2
-    assert sample(metrics, gate, gate="empty", result="rejected") == 1
+    # adversary: the 2 kept passed it, 1 was rejected; gold: 3 passed (kept + rejected later), 2 rejected.
+    assert sample(metrics, gate, gate="adversary", result="accepted") == 2
+    assert sample(metrics, gate, gate="adversary", result="rejected") == 1
+    # Per non-working agent: the tasks it earned nothing on, and those it was paid on.
+    assert sample(metrics, gate, gate="adversary_empty", result="accepted") == 3
+    assert sample(metrics, gate, gate="adversary_reads_only", result="rejected") == 1
+    assert summary["adversaries"]["reads_only"] == {"held": 2, "paid": 1}
     assert sample(metrics, gate, gate="gold", result="accepted") == 3
     assert sample(metrics, gate, gate="gold", result="rejected") == 2
     assert sample(metrics, gate, gate="stability", result="accepted") == 5

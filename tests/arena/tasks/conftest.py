@@ -37,10 +37,15 @@ def bank_tasks(bank_env: Environment) -> dict[str, Task]:
 
 
 async def _play(
-    instance: Any, calls: list[tuple[str, dict[str, Any]]], answer: str, *, malformed: int = 0
+    instance: Any,
+    calls: list[tuple[str, dict[str, Any]]],
+    answer: str,
+    *,
+    malformed: int = 0,
+    instruction: str = "(task)",
 ) -> ReplayTranscript:
     """Make `calls` on `instance` as an agent would, then answer; returns the transcript."""
-    messages = [Message(role="user", content="(task)")]
+    messages = [Message(role="user", content=instruction)]
     for i, (name, args) in enumerate(calls):
         result = await instance.call(name, args)
         call = ToolCall(id=f"c{i}", name=name, arguments=args)
@@ -53,5 +58,5 @@ async def _play(
 
 @pytest.fixture
 def play() -> Callable[..., Awaitable[ReplayTranscript]]:
-    """`await play(instance, [(tool, args), ...], answer, malformed=0)`: a scripted episode, no model."""
+    """`await play(instance, [(tool, args), ...], answer, malformed=0, instruction=...)`: a scripted episode."""
     return _play

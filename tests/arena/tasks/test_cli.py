@@ -38,14 +38,16 @@ def test_replay_prints_the_verdict(capsys) -> None:
     code, out, _ = run(capsys, "tasks", "replay", "bank/move-100-to-savings", "--env-path", str(BANK_DIR))
     assert code == 0
     assert "reference replay: PASS reward=1.00 (4/4 checks)" in out
-    assert "gold gate: ok" in out and "empty gate: ok" in out
+    assert "gold gate: ok" in out and "adversary gate: ok" in out
+    assert "answer_no_call   earns 0.00" in out and "wrong_row" in out
     code, out, _ = run(
         capsys, "tasks", "replay", "bank/checking-balance", "--env-path", str(BANK_DIR), "--json"
     )
     report = json.loads(out)
     assert code == 0 and report["ok"] is True
     assert report["gold"]["verdict"]["reward"] == 1.0
-    assert report["empty"]["verdict"]["passed"] is False
+    agents = {a["agent"]: a for a in report["adversary"]["agents"]}
+    assert agents["empty"]["reward"] == 0.0 and not agents["reads_only"]["applies"]
 
 
 def test_replay_of_a_broken_task_exits_1(capsys, tmp_path: Path) -> None:

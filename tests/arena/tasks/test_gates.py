@@ -1,4 +1,4 @@
-"""The gold and empty gates, on the test bank and on every bundled environment's tasks."""
+"""The gold and adversary gates, on the test bank and on every bundled environment's tasks."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from arena.env.errors import EnvLoadError
 from arena.env.loader import BUNDLED_ROOT, load_environment
 from arena.env.registry import bundled_env_dirs
-from arena.tasks.gates import empty_gate, gold_gate, run_gates
+from arena.tasks.adversary import ADVERSARIES, transcript_of
+from arena.tasks.gates import adversary_gate, gold_gate, run_gates
 from arena.tasks.model import AnswerCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.replay import replay_reference
 from arena.tasks.toml_io import load_tasks
-from arena.tasks.transcript import ReplayTranscript
 from arena.tasks.verify import verify
 from arena.types import ToolCall
 
@@ -25,9 +25,10 @@ pytestmark = pytest.mark.anyio
 async def test_bank_tasks_pass_both_gates(bank_env, bank_tasks) -> None:
     for task in bank_tasks.values():
         report = await run_gates(bank_env, task)
-        assert report.ok, (report.gold.detail, report.empty.detail)
+        assert report.ok, (report.gold.detail, report.adversary.detail)
         assert report.gold.verdict is not None and report.gold.verdict.reward == 1.0
-        assert report.empty.verdict is not None and not report.empty.verdict.passed
+        assert [a.agent for a in report.adversary.agents] == list(ADVERSARIES)
+        assert all(a.reward == 0.0 for a in report.adversary.agents)
 
 
 async def test_failing_reference_call_fails_gold(bank_env, bank_tasks) -> None:
@@ -63,16 +64,17 @@ async def test_check_the_reference_cannot_pass_fails_gold(bank_env, bank_tasks) 
     result = await gold_gate(bank_env, task)
     assert not result.ok
     assert result.detail == "reference solution fails: impossible: query returned 0"
-    assert result.verdict is not None and result.verdict.reward == 0.5
+    assert result.verdict is not None and result.verdict.reward == 0.0
+    assert result.verdict.unearned == "the work is not verified: impossible"
 
 
-async def test_checks_that_pass_without_acting_fail_empty(bank_env, bank_tasks) -> None:
+async def test_checks_that_pass_without_acting_fail_the_adversary_gate(bank_env, bank_tasks) -> None:
     lazy = bank_tasks["checking-balance"].model_copy(
         update={"checks": [StateMatchCheck(), AnswerCheck(not_contains=["300"])]}
     )
     assert (await gold_gate(bank_env, lazy)).ok
-    result = await empty_gate(bank_env, lazy)
-    assert not result.ok and "does nothing passes" in result.detail
+    result = await adversary_gate(bank_env, lazy)
+    assert not result.ok and result.detail.startswith("empty earns 1.00")
 
 
 async def test_replay_reference_returns_results_and_instance(bank_env, bank_tasks) -> None:
@@ -98,7 +100,13 @@ async def test_gates_on_a_simulated_environment() -> None:
         checks=[AnswerCheck(contains=["12", "rain"])],
     )
     report = await run_gates(env, task)
-    assert report.ok, (report.gold.detail, report.empty.detail)
+    assert report.ok, (report.gold.detail, report.adversary.detail)
+    # Only the agents that make no call apply: a simulated environment has no state to write.
+    assert {a.agent for a in report.adversary.agents if a.applies} == {
+        "empty",
+        "answer_no_call",
+        "values_done",
+    }
 
 
 def _bundled() -> list[Path]:
@@ -111,6 +119,7 @@ def _bundled() -> list[Path]:
 
 
 async def test_every_bundled_task_passes_both_gates() -> None:
+    """Gold replays score 1.0 and every non-working agent earns exactly 0 on every bundled task."""
     failures: list[str] = []
     total = 0
     for folder in _bundled():
@@ -125,8 +134,10 @@ async def test_every_bundled_task_passes_both_gates() -> None:
             report = await run_gates(env, task)
             if not report.gold.ok:
                 failures.append(f"{task.full_id}: gold gate: {report.gold.detail}")
-            if not report.empty.ok:
-                failures.append(f"{task.full_id}: empty gate: {report.empty.detail}")
+            if report.gold.verdict is None or report.gold.verdict.reward != 1.0:
+                failures.append(f"{task.full_id}: gold replay does not score 1.0")
+            if not report.adversary.ok:
+                failures.append(f"{task.full_id}: adversary gate: {report.adversary.detail}")
     assert total > 0, "no bundled environment has tasks"
     assert not failures, "\n".join(failures)
 
@@ -168,7 +179,8 @@ async def test_pasting_every_tool_result_passes_only_the_listed_answer_checks() 
             instance, results = await replay_reference(env, task)
             try:
                 paste = " ".join(json.dumps(r.output) for r in results if r.ok)
-                transcript = ReplayTranscript(final_answer=paste)
+                # The paste follows the reference's calls, so every value in it was observed.
+                transcript = transcript_of(task, task.reference, results, paste)
                 verdict = await verify(task, instance, transcript, env=env)
             finally:
                 await instance.aclose()

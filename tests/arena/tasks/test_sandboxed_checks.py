@@ -35,7 +35,7 @@ async def test_synthesized_python_checks_run_in_the_sandbox(play, bank_env, bank
     limits = SandboxLimits(cpu_seconds=0.5, wall_timeout_s=1.5)
     async with SandboxPool(limits, workers=1) as pool:
         instance = bank_env.new_instance()
-        transcript = await play(instance, [TRANSFER], "Moved $100.")
+        transcript = await play(instance, [TRANSFER], "Moved $100.", instruction=task.instruction)
         verdict = await verify(task, instance, transcript, sandbox=pool)
         await instance.aclose()
     details = {c.name: (c.passed, c.detail) for c in verdict.checks}
@@ -43,7 +43,8 @@ async def test_synthesized_python_checks_run_in_the_sandbox(play, bank_env, bank
     assert details["raises"][0] is False and "ZeroDivisionError" in details["raises"][1]
     assert details["spins"][0] is False and details["spins"][1].startswith("in the sandbox:")
     assert details["escapes"][0] is False and details["escapes"][1].startswith("in the sandbox:")
-    assert verdict.reward == pytest.approx(0.25)
+    assert verdict.score == pytest.approx(0.25)
+    assert verdict.reward == 0.0  # broken checks leave the work unverified: nothing pays
 
 
 async def test_gates_in_a_sandboxed_environment(bank_env, bank_tasks, monkeypatch) -> None:

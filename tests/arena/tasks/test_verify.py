@@ -22,7 +22,8 @@ GOOD_ANSWER = "Moved $100 to savings."
 async def _verify(play, env: Environment, task: Task, calls, answer: str, **kwargs):
     instance = env.new_instance()
     try:
-        transcript = await play(instance, calls, answer, malformed=kwargs.pop("malformed", 0))
+        malformed = kwargs.pop("malformed", 0)
+        transcript = await play(instance, calls, answer, malformed=malformed, instruction=task.instruction)
         return await verify(task, instance, transcript, env=env, **kwargs)
     finally:
         await instance.aclose()
@@ -47,7 +48,9 @@ async def test_wrong_amount_fails_most_checks(play, bank_env, bank_tasks) -> Non
     assert not by_kind["sql"].passed and "returned 0" in by_kind["sql"].detail
     assert by_kind["python"].passed  # money is still conserved
     assert not by_kind["answer"].passed and "'100'" in by_kind["answer"].detail
-    assert verdict.reward == pytest.approx(0.25)
+    # The python check passed, but the work is not done: nothing pays.
+    assert verdict.reward == 0.0 and verdict.penalties["unearned"] == pytest.approx(0.25)
+    assert verdict.unearned.startswith("the work is not verified: final state matches the reference")
     assert not verdict.passed
 
 
@@ -56,14 +59,13 @@ async def test_doing_nothing_earns_no_credit_for_checks_the_untouched_state_pass
 ) -> None:
     task = bank_tasks["move-100-to-savings"]
     reads_only = [("list_accounts", {}), ("transfer", {"from_account": "ACC-1", "to_account": "ACC-2"})]
-    verdict = await _verify(play, bank_env, task, reads_only, "I looked at your accounts.")
+    verdict = await _verify(play, bank_env, task, reads_only, "Moved $100 to savings.")
     by_kind = {c.kind: c for c in verdict.checks}
     assert by_kind["python"].passed  # money is conserved, because nothing moved
-    assert verdict.penalties["no_change"] == pytest.approx(0.25)
+    assert by_kind["answer"].passed  # the claim, with the user's own number
+    assert verdict.penalties["unearned"] == pytest.approx(0.5)
+    assert verdict.unearned == "the task needs a write and the episode made none"
     assert verdict.reward == 0.0 and not verdict.passed
-    lenient = RewardConfig(credit_untouched_state=True)
-    verdict = await _verify(play, bank_env, task, reads_only, "I looked.", config=lenient)
-    assert "no_change" not in verdict.penalties and verdict.reward == pytest.approx(0.25)
 
 
 async def test_partial_credit_right_action_wrong_answer(play, bank_env, bank_tasks) -> None:
@@ -104,13 +106,15 @@ async def test_state_match_ignore_tables_and_columns(play, bank_env, bank_tasks)
     lenient = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts.nickname"])]})
     assert (await _verify(play, bank_env, lenient, calls, GOOD_ANSWER)).passed
     no_accounts = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts", "transfers"])]})
-    assert (await _verify(play, bank_env, no_accounts, [], "")).passed
+    assert (await _verify(play, bank_env, no_accounts, [TRANSFER], "")).passed
+    # Ignoring every table leaves nothing to see a missing write in; the write rule still does.
+    assert (await _verify(play, bank_env, no_accounts, [], "")).reward == 0.0
 
 
 async def test_state_match_needs_reference_state(play, bank_env, bank_tasks) -> None:
     task = bank_tasks["checking-balance"]
     instance = bank_env.new_instance()
-    transcript = await play(instance, [], "1200.50")
+    transcript = await play(instance, [("list_accounts", {})], "1200.50")
     verdict = await verify(task, instance, transcript)  # neither env nor expected_state
     assert "no reference state" in verdict.checks[0].detail
     expected = await reference_state(bank_env, task)
@@ -142,7 +146,7 @@ async def test_sql_check_failures_are_details(play, bank_env, bank_tasks, monkey
     assert details["runaway"][0] is False and "took over" in details["runaway"][1]
     assert details["initial schema"][0] is True
     assert verdict.score == pytest.approx(1 / 6)
-    assert verdict.reward == 0.0  # the one that passed holds on the untouched state: no credit
+    assert verdict.reward == 0.0  # a task that only reads pays for its answer, and these have none
 
 
 async def test_python_check_failures_are_details(play, bank_env, bank_tasks) -> None:
@@ -173,7 +177,10 @@ async def test_python_check_failures_are_details(play, bank_env, bank_tasks) -> 
 async def test_answer_check_alternatives(play, bank_env, bank_tasks, answer, passed, detail) -> None:
     base = bank_tasks["checking-balance"]
     check = AnswerCheck(name="queue place", contains=[["3", "third"], "queue"])
-    verdict = await _verify(play, bank_env, base.model_copy(update={"checks": [check]}), [], answer)
+    task = base.model_copy(update={"checks": [check]})
+    # Provenance has tests of its own: here the values are in the user's words.
+    task = task.model_copy(update={"instruction": "Tell me my place (3rd, third) in the queue."})
+    verdict = await _verify(play, bank_env, task, [], answer)
     assert (verdict.checks[0].passed, verdict.checks[0].detail) == (passed, detail)
 
 
@@ -258,7 +265,7 @@ async def test_python_check_of_synthesized_task_needs_sandbox(
 
 async def test_state_checks_without_executable_state(play, bank_tasks) -> None:
     task = bank_tasks["checking-balance"]
-    transcript = await play(None, [], "It holds $1,200.50")
+    transcript = await play(None, [], "It holds $1,200.50", instruction="Is it $1,200.50?")
     verdict = await verify(task, None, transcript)
     assert [c.passed for c in verdict.checks] == [False, True]
     assert "executable" in verdict.checks[0].detail
