@@ -162,5 +162,6 @@ INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, d
 INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-12', 1, 'ACC-1004', 'credit', '9902', 'active', '2028-01', 3000.00, 1);
 INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-13', 1, 'ACC-1005', 'debit', '0457', 'frozen', '2026-02', 500.00, 0);
 INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-14', 1, 'ACC-1001', 'debit', '2290', 'cancelled', '2025-03', 1500.00, 1);
+INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-15', 1, 'ACC-1003', 'debit', '6604', 'frozen', '2027-10', 800.00, 0);
 INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-21', 2, 'ACC-2001', 'debit', '7714', 'active', '2027-05', 1000.00, 1);
 INSERT INTO cards (card_id, user_id, account_id, kind, last4, status, expires, daily_limit, online_payments) VALUES ('CARD-31', 3, 'ACC-3001', 'debit', '8080', 'active', '2026-12', 5000.00, 1);
