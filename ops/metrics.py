@@ -17,6 +17,8 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -35,6 +37,9 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
+        # The standard process_* (CPU, memory, open files) and python_info series, on this registry.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self._envs: set[str] = set()
         self._categories: set[str] = set()
         # --- rounds and phases
