@@ -175,3 +175,40 @@ async def run_gates(
         if expected is not None:
             expected.close()
     return GateReport(task=task.full_id, gold=gold, adversary=adversary)
+
+
+class TaskGateRecord(BaseModel):
+    """One task of a folder through both gates, for `arena envs check` (JSON-ready)."""
+
+    task: str
+    ok: bool
+    skipped: str = ""
+    gold_ok: bool = True
+    gold: str = ""
+    adversary: str = ""
+    # The non-working agents that earned something on the task (each a reason to reject it).
+    paid: list[str] = []
+
+
+async def gate_tasks(
+    env: Any, tasks: list[Task], *, sandbox: CheckSandbox | None = None
+) -> list[TaskGateRecord]:
+    """Both gates for every task of an environment; tasks with rubric checks need a judge and are skipped."""
+    records: list[TaskGateRecord] = []
+    for task in tasks:
+        if task.needs_judge:
+            why = f"has a rubric check: run `arena tasks replay {task.full_id} --judge MODEL`"
+            records.append(TaskGateRecord(task=task.full_id, ok=True, skipped=why))
+            continue
+        report = await run_gates(env, task, sandbox=sandbox)
+        records.append(
+            TaskGateRecord(
+                task=task.full_id,
+                ok=report.ok,
+                gold_ok=report.gold.ok,
+                gold=report.gold.detail,
+                adversary=report.adversary.detail,
+                paid=[a.agent for a in report.adversary.agents if a.paid],
+            )
+        )
+    return records

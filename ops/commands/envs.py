@@ -1,8 +1,10 @@
 """`arena envs list|show|check`: what environments exist, what they offer, whether they are sound.
 
 Every command takes `--env-path` (repeatable, `:`-separated) on top of `ARENA_ENV_PATH` and the
-bundled set. `check` runs the loader's validation and the tool unit-test gate; a broken folder
-prints one line per problem and exits non-zero, never a traceback.
+bundled set. `check` runs the loader's validation, the tool unit-test gate and, for the tasks in
+the folder's `tasks.toml`, the gold and adversary gates (a task that a non-working agent earns
+reward on fails the check, named); a broken folder prints one line per problem and exits
+non-zero, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from arena.env.loader import is_env_dir, load_environment
 from arena.env.registry import check_env_path, discover, env_dirs_in, env_path_from_environ, split_env_path
 from arena.env.runtime import Environment
 from arena.env.unit_tests import run_tool_tests
+from arena.tasks.gates import gate_tasks
+from arena.tasks.toml_io import load_tasks
 from ops.cli import Cli, CliError
 
 
@@ -231,11 +235,14 @@ async def check_one(
                 return record
             await env.describe(sandbox)
         report = await run_tool_tests(env, sandbox=sandbox if env.sandboxed else None)
+        tasks = load_tasks(path, env.name, tools=env.tools if not env.sandboxed else None)
     except EnvLoadError as exc:
         record["problems"] = [p.model_dump() for p in exc.problems]
         return record
+    gated = await gate_tasks(env, tasks, sandbox=sandbox)
     record["gate"] = report.model_dump()
-    record["ok"] = report.ok
+    record["tasks"] = [t.model_dump() for t in gated]
+    record["ok"] = report.ok and all(t.ok for t in gated)
     return record
 
 
@@ -282,6 +289,13 @@ def _print_record(r: dict[str, Any]) -> None:
         f"{r['env']}: {status}, {len(gate['kept_tools'])}/{n_tools} tools kept, "
         f"{passed}/{len(cases)} cases passed" + (f" ({gate['reason']})" if gate["reason"] else "")
     )
+    tasks = r.get("tasks", [])
+    if tasks:
+        bad = [t for t in tasks if not t["ok"]]
+        print(f"  tasks: {len(tasks) - len(bad)}/{len(tasks)} pass the gold and adversary gates")
+        for t in bad:
+            why = f"gold gate: {t['gold']}" if not t["gold_ok"] else f"adversary gate: {t['adversary']}"
+            print(f"  task {t['task']}: {why}")
     for t in gate["tools"]:
         if not t["kept"]:
             print(f"  dropped {t['tool']}: {t['reason']}")
