@@ -18,22 +18,84 @@ from ops.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-METRIC = re.compile(r"\barena_[a-z0-9_]+")
+# Arena's own metrics and the standard process_* ones (python_info is left to ad-hoc queries).
+METRIC = re.compile(r"\b(?:arena|process)_[a-z0-9_]+")
+PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
 def exported_series() -> dict[str, str]:
     """Every series name the daemon can export -> its metric family."""
     names: dict[str, str] = {}
     for family in Metrics().registry.collect():
+        if not METRIC.fullmatch(family.name):
+            continue
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}.get(family.type, [""])
         for suffix in suffixes:
             names[family.name + suffix] = family.name
     return names
 
 
+def dashboard_panels() -> list[dict]:
+    return json.loads((DEPLOY / "grafana" / "arena-dashboard.json").read_text())["panels"]
+
+
 def dashboard_exprs() -> list[str]:
-    dash = json.loads((DEPLOY / "grafana" / "arena-dashboard.json").read_text())
-    return [t["expr"] for panel in dash["panels"] for t in panel["targets"]]
+    return [t["expr"] for panel in dashboard_panels() for t in panel["targets"]]
+
+
+def label_names() -> dict[str, set[str]]:
+    """Metric family -> its label names (plus the instance and job labels Prometheus adds)."""
+    metrics = Metrics()
+    names = {m._name: set(m._labelnames) for m in vars(metrics).values() if hasattr(m, "_labelnames")}
+    return {name: labels | {"instance", "job"} for name, labels in names.items()}
+
+
+def test_every_target_has_a_legend_from_labels_it_returns() -> None:
+    labels, series = label_names(), exported_series()
+    for panel in dashboard_panels():
+        for target in panel["targets"]:
+            where = f"{panel['title']} {target['refId']}"
+            assert target.get("legendFormat"), f"{where}: no legend"
+            by = re.search(r"\bby \(([^)]*)\)", target["expr"])
+            if by:  # an aggregation keeps only its `by` labels
+                returned = {name.strip() for name in by[1].split(",")}
+            else:
+                families = {series[m] for m in METRIC.findall(target["expr"])}
+                returned = set().union(*(labels.get(f, {"instance", "job"}) for f in families))
+            if target.get("format") == "heatmap":
+                returned.add("le")
+            assert set(PLACEHOLDER.findall(target["legendFormat"])) <= returned, where
+
+
+def test_panels_do_not_mix_units() -> None:
+    for panel in dashboard_panels():
+        if panel["fieldConfig"]["defaults"].get("unit") != "s":
+            continue
+        for target in panel["targets"]:
+            expr = target["expr"]
+            # Seconds: a quantile, a mean (sum / count), or an age; never a bare rate of calls.
+            seconds = expr.startswith(("histogram_quantile(", "time() -")) or (
+                "_sum[" in expr and "_count[" in expr and " / " in expr
+            )
+            assert seconds, f"{panel['title']}: {expr} is not in seconds"
+
+
+def test_heatmap_and_version_panels_show_what_they_mean() -> None:
+    panels = dashboard_panels()
+    for panel in (p for p in panels if p["type"] == "heatmap"):
+        # Prometheus buckets as cells, not series that Grafana would bucket again.
+        assert {t.get("format") for t in panel["targets"]} == {"heatmap"}, panel["title"]
+        assert panel["options"]["calculate"] is False
+    [version] = [p for p in panels if p["title"] == "Version"]
+    # arena_info is always 1: the stat shows the version label as its text.
+    assert version["options"]["textMode"] == "name"
+    assert version["targets"][0]["legendFormat"] == "{{version}}"
+
+
+def test_metrics_include_the_process_series() -> None:
+    exposition = Metrics().exposition().decode()
+    for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"):
+        assert re.search(rf"^{name} [0-9.e+]+$", exposition, re.M), name
 
 
 def test_dashboard_queries_only_exported_metrics_and_covers_them_all() -> None:
