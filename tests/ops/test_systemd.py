@@ -112,7 +112,16 @@ def test_unit_filter_is_an_allow_list_that_errs_instead_of_killing() -> None:
     assert settings["SystemCallErrorNumber"] == "EPERM"
     for key in ("NoNewPrivileges", "ProtectSystem", "User", "Restart"):
         assert key in settings
-    assert set(settings["RestrictNamespaces"].split()) == {"user", "mnt", "pid", "net"}
+    # What arena/sandbox/boundary.py unshares for each worker, and no more.
+    assert set(settings["RestrictNamespaces"].split()) == {
+        "user",
+        "mnt",
+        "pid",
+        "net",
+        "ipc",
+        "uts",
+        "cgroup",
+    }
 
 
 @needs_analyze
@@ -144,10 +153,13 @@ def test_systemd_analyze_verify_and_security(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing (Debian's bubblewrap package)")
 def test_a_bubblewrap_sandbox_starts_as_the_service_user_under_the_unit(tmp_path: Path) -> None:
     spec = {**seccomp_spec(UNIT.read_text()), "user": "nobody"}
+    # The namespaces and options the sandbox's workers get (arena/sandbox/boundary.py), and a /proc
+    # of the worker's own to look at them with.
     sandbox = [
-        "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent",
+        "bwrap", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+        "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-        "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+        "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/",
         "/bin/sh", "-c", "echo pid $$; grep -c . /proc/net/dev; grep Seccomp: /proc/self/status",
     ]  # fmt: skip
     nobody = pwd.getpwnam("nobody")
