@@ -150,7 +150,9 @@ MSG = [{"role": "user", "content": "hi"}]
         ("{not json", 400, "not valid JSON"),
         ({"messages": []}, 400, "messages"),
         ({"model": "scripted"}, 400, "messages: Field required"),
-        ({"messages": MSG, "stream": True}, 400, "streaming is not supported"),
+        ({"messages": MSG, "stream_options": {"include_usage": True}}, 400, "only allowed with stream=true"),
+        ({"messages": MSG, "tool_choice": "required"}, 400, "tool_choice 'required' needs at least one tool"),
+        ({"messages": MSG, "tool_choice": "any"}, 400, "tool_choice"),
         ({"messages": MSG, "n": 0}, 400, "n: "),
         ({"messages": MSG, "temperature": -1}, 400, "temperature"),
         (
