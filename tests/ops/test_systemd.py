@@ -194,6 +194,8 @@ def light_round(data_dir: Path) -> dict[str, str]:
         "ARENA_TRAINER__BATCH_SIZE": "2",
         "ARENA_TRAINER__TOOL_SUBSET": "1",
         "ARENA_DAEMON__MAX_PHASE_FAILURES": "1",
+        # Every environment's tools run in the sandbox, so its workers start under the filter too.
+        "ARENA_SANDBOX": "all",
     }
 
 
@@ -224,6 +226,7 @@ def test_a_round_finishes_under_the_units_filter_and_writes_only_log_lines(tmp_p
         except json.JSONDecodeError:
             pytest.fail(f"not a JSON log line: {line[:200]!r}")
     assert any(r.get("event") == "daemon.exit" and r.get("rounds_completed") == 1 for r in records)
+    assert any(r.get("event") == "sandbox_pool_started" for r in records)  # its workers ran under it too
 
 
 def _status_once_execd(pid: int) -> str:
