@@ -79,9 +79,7 @@ class Observations:
 
 
 def _is_error(content: str) -> bool:
-    """Tool observations of failed calls are `{"error": ...}` (see `arena.episode.prompts`)."""
-    if not content.startswith("{") and not content.startswith("error:"):
-        return False
+    """A failed call's observation: `{"error": ...}` in episodes, `error: ...` in replayed references."""
     if content.startswith("error:"):
         return True
     try:

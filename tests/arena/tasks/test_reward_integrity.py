@@ -14,7 +14,7 @@ import pytest
 
 from arena.env.registry import Registry
 from arena.synth.graph_tasks import synthesize_graph_tasks
-from arena.tasks.adversary import ADVERSARIES, AdversaryRunner, run_adversaries, transcript_of
+from arena.tasks.adversary import AdversaryRunner, run_adversaries, transcript_of
 from arena.tasks.gates import adversary_gate, gold_gate, run_gates
 from arena.tasks.model import ActionCheck, AnswerCheck, ExpectedCall, SqlCheck, StateMatchCheck, Task
 from arena.tasks.provenance import Observations
@@ -278,17 +278,6 @@ def test_envs_check_names_a_task_a_non_working_agent_earns_on(tmp_path: Path, ca
     assert set(bad[0]["paid"]) >= {"wrong_row"}
     main(["envs", "check", str(folder)])
     assert "task banking/lazy-freeze: adversary gate: " in capsys.readouterr().out
-
-
-def test_every_agent_has_a_name_in_the_gate_order() -> None:
-    assert ADVERSARIES == (
-        "empty",
-        "answer_no_call",
-        "values_done",
-        "reads_only",
-        "drop_last_write",
-        "wrong_row",
-    )
 
 
 async def test_replay_reference_logs_writes(banking) -> None:
