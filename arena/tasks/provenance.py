@@ -6,8 +6,9 @@ only when the episode showed it to the agent:
 
 - in the user's words (the instruction and every later user message), or
 - in a tool result the agent received for a call it made, unless the value was only an echo of
-  that call's own arguments (a tool that repeats "no order ORD-1234" or `{"query": "1042.20"}`
-  would otherwise launder a guess into an observation).
+  that call's own name or arguments (a tool that repeats "no order ORD-1234" or
+  `{"query": "1042.20"}` would otherwise launder a guess into an observation), and never in the
+  error of a malformed call (it quotes what the agent wrote).
 
 Values the answer must work out rather than copy (a sum, a status inferred from a date) are
 listed in the check's `derived`: they count once the episode received a successful result of
@@ -30,7 +31,7 @@ from arena.tasks.transcript import TranscriptLike
 class _Result:
     tool: str
     text: str
-    arguments: str
+    echo: str  # the call's name and arguments: what a result may repeat without showing anything
     ok: bool
 
 
@@ -53,29 +54,30 @@ class Observations:
             elif message.role == "assistant":
                 for call in message.tool_calls:
                     if call.id:
-                        calls[call.id] = (
-                            call.name,
-                            json.dumps(call.arguments, ensure_ascii=False, default=str),
-                        )
-            elif message.role == "tool" and message.tool_call_id in calls:
-                # A malformed call has no entry in an assistant message: its error text (which may
-                # quote what the agent wrote) is no observation.
-                tool, arguments = calls[message.tool_call_id]
-                results.append(_Result(tool, message.content, arguments, ok=not _is_error(message.content)))
+                        # The name too: "unknown tool '1042.20'" echoes what the agent wrote.
+                        echo = call.name + " " + json.dumps(call.arguments, ensure_ascii=False, default=str)
+                        calls[call.id] = (call.name, echo)
+            elif message.role == "tool" and message.tool_call_id in calls and not _malformed(message.content):
+                # A malformed call's error text quotes what the agent wrote: no observation.
+                tool, echo = calls[message.tool_call_id]
+                results.append(_Result(tool, message.content, echo, ok=not _is_error(message.content)))
         return cls(user_text="\n".join(user), results=results)
 
     def shows(self, value: str) -> bool:
         """Whether the user said `value` or a tool result showed it (not as an echo of its own call)."""
         if contains_value(self.user_text, value):
             return True
-        return any(
-            contains_value(r.text, value) and not contains_value(r.arguments, value) for r in self.results
-        )
+        return any(contains_value(r.text, value) and not contains_value(r.echo, value) for r in self.results)
 
     def received(self, tools: Iterable[str]) -> bool:
         """Whether every tool in `tools` returned at least one successful result."""
         ok = {r.tool for r in self.results if r.ok}
         return all(t in ok for t in tools)
+
+
+def _malformed(content: str) -> bool:
+    """The observation `arena.episode.prompts.malformed_observation` writes for an unusable call."""
+    return content.startswith('{"error": "malformed tool call:')
 
 
 def _is_error(content: str) -> bool:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from arena.env.registry import Registry
+from arena.episode.parser import MalformedCall
+from arena.episode.prompts import malformed_observation
 from arena.synth.graph_tasks import synthesize_graph_tasks
 from arena.tasks.adversary import AdversaryRunner, run_adversaries, transcript_of
 from arena.tasks.gates import adversary_gate, gold_gate, run_gates
@@ -101,11 +103,17 @@ def test_observations_ignore_echoes_and_malformed_calls() -> None:
         "",
     )
     transcript.messages.append(Message(role="tool", tool_call_id="nowhere", content="99.95"))
+    # A native malformed call stays on its message; its error quotes what the agent wrote.
+    bad = ToolCall(id="m1", name="lookup", arguments={})
+    transcript.messages.append(Message(role="assistant", tool_calls=[bad]))
+    error = MalformedCall(id="m1", kind="bad_arguments", message="arguments are not JSON: {total: 77.10")
+    transcript.messages.append(Message(role="tool", tool_call_id="m1", content=malformed_observation(error)))
     seen = Observations.of(transcript)
     assert seen.shows("ORD-7")  # the user's words
     assert seen.shows("Shipped")  # a tool result, normalized
     assert not seen.shows("1,042.20")  # only an echo of the call's own argument
     assert not seen.shows("99.95")  # a tool message no call of the agent produced
+    assert not seen.shows("77.10")  # the error of a malformed call
     assert seen.received(["find"]) and not seen.received(["find", "other"])
 
 
