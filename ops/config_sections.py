@@ -200,6 +200,13 @@ class RoundConfig(ConfigSection):
     eval_simulated: bool = Field(
         True, description="Also evaluate simulated arena environments (helper-played)."
     )
+    yardstick_tasks_per_level: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="Yardstick tasks per arena environment and level (easy, medium, hard): drawn once, "
+        "never trained on, run greedily with every tool each round (0: no yardstick).",
+    )
 
 
 class CurriculumConfig(ConfigSection):
@@ -301,6 +308,11 @@ class TrainerConfig(ConfigSection):
     )
     base_model: Path | None = Field(
         None, description="Initial policy weights (folder); default the policy model when local."
+    )
+    publish_gate: bool = Field(
+        True,
+        description="Publish a new policy only if its yardstick pass rate is not below the lower bound "
+        "of its parent's 95% interval (off: publish every trained policy).",
     )
 
 
