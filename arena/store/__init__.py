@@ -7,7 +7,7 @@ a repository of small typed async functions and integrity checks.
         await repo.upsert_episode(s, EpisodeRow(...))
 """
 
-from arena.store import repo
+from arena.store import repo, repo_yardstick
 from arena.store.engine import Store, StoreError, make_engine
 from arena.store.integrity import IntegrityReport, check_integrity
 from arena.store.tables import (
@@ -22,6 +22,8 @@ from arena.store.tables import (
     PhaseRow,
     RoundRow,
     TaskRow,
+    YardstickRunRow,
+    YardstickTaskRow,
 )
 
 __all__ = [
@@ -39,7 +41,10 @@ __all__ = [
     "Store",
     "StoreError",
     "TaskRow",
+    "YardstickRunRow",
+    "YardstickTaskRow",
     "check_integrity",
     "make_engine",
     "repo",
+    "repo_yardstick",
 ]

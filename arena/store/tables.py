@@ -156,4 +156,41 @@ class CheckpointRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
 
 
+class YardstickTaskRow(SQLModel, table=True):
+    """A task of the yardstick: drawn once per arena environment and level, never trained on.
+
+    `data` is the `arena.tasks.Task` dump; `env_version` is the environment's content version when
+    the task was drawn (a later version is reported, never silently redrawn).
+    """
+
+    __tablename__ = "yardstick_tasks"
+    id: str = Field(primary_key=True, max_length=200)
+    env: str = Field(index=True, max_length=200)
+    level: str = Field(max_length=20)
+    version: int = 1
+    env_version: str = Field(default="", max_length=100)
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
+class YardstickRunRow(SQLModel, table=True):
+    """One greedy episode of a yardstick task, keyed by (round, stage, task) so reruns are idempotent.
+
+    `stage` is `live` (the policy EVALUATE measured) or `candidate` (the policy PUBLISH gated);
+    `policy` names the checkpoint measured (`base` before the first publish).
+    """
+
+    __tablename__ = "yardstick_runs"
+    round: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    stage: str = Field(primary_key=True, max_length=20)
+    task_id: str = Field(primary_key=True, max_length=200)
+    env: str = Field(max_length=200)
+    level: str = Field(max_length=20)
+    policy: str = Field(default="base", max_length=200)
+    passed: bool = False
+    reward: float = 0.0
+    finish: str = Field(default="stop", max_length=20)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
 metadata = SQLModel.metadata
