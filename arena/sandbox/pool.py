@@ -8,16 +8,17 @@ async with SandboxPool(SandboxLimits(cpu_seconds=2), workers=2) as pool:
     value = await pool.run_program(source, "main", {"x": 1})
 ```
 
-A `CapacityLimiter` of `workers` bounds concurrent jobs; idle workers wait in a memory stream.
+A `CapacityLimiter` of `workers` bounds concurrent jobs. Workers are never shared between
+environments (`arena.sandbox.workers`): a tool job binds a clean worker to its environment for good,
+and `workers` clean spares are kept started so that binding costs no start-up on the call path.
 A job that breaks a limit raises `SandboxViolation`; its worker is killed (with every process of
-its private uid) and a replacement is started in the pool's task group, so neither the caller nor
+its sandbox) and a clean replacement is started in the pool's task group, so neither the caller nor
 the daemon goes down with it. `kills` / `kills_by_kind` count the kills and `on_kill(kind)` is
 called for each, for the `arena_sandbox_kills_total` metric.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -29,7 +30,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from arena.sandbox.models import (
     ProgramEnv,
@@ -43,19 +43,19 @@ from arena.sandbox.models import (
     ViolationKind,
     violation_from_wire,
 )
-from arena.sandbox.process import SandboxStartError, WorkerDied, WorkerProcess
+from arena.sandbox.process import WorkerDied, WorkerProcess
+from arena.sandbox.workers import WorkerSet
 from arena.types import ToolSpec
 
 log = structlog.get_logger(__name__)
 
-_RESPAWN_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
-
 
 class SandboxPool:
-    """Long-lived sandbox worker processes; an async context manager.
+    """Sandbox worker processes, kept apart per environment; an async context manager.
 
-    `audit_hook=False` leaves out the in-process audit-hook layer (only for proving the OS layers
-    alone in tests). `debug=True` lets workers write to the daemon's stderr.
+    `max_idle` caps the idle workers kept warm for environments (default: twice `workers`, at
+    least 4). `audit_hook=False` leaves out the in-process audit-hook layer (only for proving the
+    OS layers alone in tests). `debug=True` lets workers write to the daemon's stderr.
     """
 
     def __init__(
@@ -63,6 +63,7 @@ class SandboxPool:
         limits: SandboxLimits | None = None,
         *,
         workers: int = 2,
+        max_idle: int | None = None,
         audit_hook: bool = True,
         on_kill: Callable[[ViolationKind], None] | None = None,
         debug: bool = False,
@@ -73,46 +74,43 @@ class SandboxPool:
         self.size = workers
         self.kills = 0
         self.kills_by_kind: Counter[str] = Counter()
-        self.layers: dict[str, Any] = {}
         self._on_kill = on_kill
-        self._audit = audit_hook
-        self._debug = debug
         self._limiter = anyio.CapacityLimiter(workers)
-        self._idle_send: MemoryObjectSendStream[WorkerProcess]
-        self._idle_recv: MemoryObjectReceiveStream[WorkerProcess]
-        self._idle_send, self._idle_recv = anyio.create_memory_object_stream[WorkerProcess](workers)
-        self._live: set[WorkerProcess] = set()
+        self._workers = WorkerSet(
+            self.limits,
+            spares=workers,
+            max_bound=max(4, 2 * workers) if max_idle is None else max_idle,
+            audit=audit_hook,
+            debug=debug,
+        )
         self._stack = AsyncExitStack()
         self._tg: anyio.abc.TaskGroup | None = None
         self._sources: dict[tuple[str, int, int], str] = {}
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The confinement layers the workers report (see `arena.sandbox.process`)."""
+        return self._workers.layers
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> SandboxPool:
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         try:
-            async with anyio.create_task_group() as tg:
-                for _ in range(self.size):
-                    tg.start_soon(self._start_one)
-        except BaseException as exc:
+            await self._workers.start(self._tg)
+        except BaseException:
             self._tg.cancel_scope.cancel()
-            await self._shutdown()
             await self._stack.aclose()
-            starts = [e for e in getattr(exc, "exceptions", [exc]) if isinstance(e, SandboxStartError)]
-            if starts:
-                raise starts[0] from None
             raise
         layers = self.layers
         log.info(
             "sandbox_pool_started",
             workers=self.size,
-            network=layers.get("network"),
-            filesystem=layers.get("filesystem"),
+            namespaces=layers.get("namespaces"),
             uid=layers.get("uid"),
             seccomp=layers.get("seccomp"),
+            max_idle=self._workers.idle.max_bound,
         )
-        for warning in layers.get("warnings", []):
-            log.warning("sandbox_reduced_isolation", detail=warning)
         return self
 
     async def __aexit__(
@@ -120,45 +118,8 @@ class SandboxPool:
     ) -> bool | None:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
-        await self._shutdown()
+        await self._workers.shutdown()
         return await self._stack.__aexit__(exc_type, exc, tb)
-
-    async def _shutdown(self) -> None:
-        with anyio.CancelScope(shield=True):
-            self._idle_send.close()
-            workers = list(self._live)
-            self._live.clear()
-            async with anyio.create_task_group() as tg:
-                for worker in workers:
-                    tg.start_soon(worker.destroy)
-
-    async def _start_one(self) -> None:
-        worker = await WorkerProcess.spawn(self.limits, audit=self._audit, debug=self._debug)
-        self._live.add(worker)
-        if not self.layers:
-            self.layers = worker.layers
-        self._idle_send.send_nowait(worker)
-
-    def _retire(self, worker: WorkerProcess) -> None:
-        assert self._tg is not None
-        # RuntimeError: the pool is shutting down, and `_shutdown` destroys every live worker.
-        with contextlib.suppress(RuntimeError):
-            self._tg.start_soon(self._replace, worker)
-
-    async def _replace(self, worker: WorkerProcess) -> None:
-        """Kill a retired worker and start its successor (retrying: the pool must not shrink)."""
-        self._live.discard(worker)
-        await worker.destroy()
-        attempt = 0
-        while True:
-            try:
-                await self._start_one()
-                return
-            except SandboxStartError as exc:
-                delay = _RESPAWN_BACKOFF_S[min(attempt, len(_RESPAWN_BACKOFF_S) - 1)]
-                log.error("sandbox_respawn_failed", error=str(exc), retry_in_s=delay)
-                attempt += 1
-                await anyio.sleep(delay)
 
     def _count_kill(self, kind: ViolationKind) -> None:
         self.kills += 1
@@ -172,16 +133,20 @@ class SandboxPool:
     # ------------------------------------------------------------------ one job
 
     async def _run(
-        self, job: dict[str, Any], what: str, module: tuple[str, int, int] | None = None
+        self,
+        job: dict[str, Any],
+        what: str,
+        module: tuple[str, int, int] | None = None,
+        *,
+        bind: bool = False,
     ) -> tuple[dict[str, Any], list[bytes]]:
-        if self._tg is None:
+        """Run a job; `module` names its environment, and `bind` says its tools run in-process."""
+        if self._tg is None or self._workers.closed:
             raise RuntimeError("the sandbox pool is not running: use `async with SandboxPool() as pool`")
         job["cpu_seconds"] = self.limits.cpu_seconds
+        env = module[0] if module is not None else None
         async with self._limiter:
-            try:
-                worker = await self._idle_recv.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                raise RuntimeError("the sandbox pool is closed") from None
+            worker = await self._workers.acquire(env, bind=bind)
             healthy = False
             try:
                 header, blobs = await self._exchange(worker, job, what, module)
@@ -191,10 +156,10 @@ class SandboxPool:
                 return header, blobs
             finally:
                 if healthy:
-                    self._idle_send.send_nowait(worker)
+                    self._workers.release(worker)
                 else:
                     # Unknown state (violation, cancellation mid-job): never reuse it.
-                    self._retire(worker)
+                    self._workers.retire(worker)
 
     async def _exchange(
         self, worker: WorkerProcess, job: dict[str, Any], what: str, module: tuple[str, int, int] | None
@@ -292,7 +257,7 @@ class SandboxPool:
             "user_id": user_id,
             "counters": dict(id_counters),
         }
-        header, blobs = await self._run(job, f"tool call {tool}", module)
+        header, blobs = await self._run(job, f"tool call {tool}", module, bind=True)
         ok = bool(header.get("ok"))
         return SandboxToolOutcome(
             tool=tool,
@@ -315,7 +280,7 @@ class SandboxPool:
         """
         module = self._module(env_dir)
         header, _ = await self._run(
-            {"kind": "describe", "module": module, "source": None}, "tools listing", module
+            {"kind": "describe", "module": module, "source": None}, "tools listing", module, bind=True
         )
         if not header.get("ok"):
             raise SandboxProgramError(str(header.get("error")))
@@ -389,4 +354,11 @@ class SandboxPool:
 
     def stats(self) -> dict[str, Any]:
         """Counters for metrics and `arena status`."""
-        return {"workers": self.size, "kills": self.kills, "kills_by_kind": dict(self.kills_by_kind)}
+        return {
+            "workers": self.size,
+            "kills": self.kills,
+            "kills_by_kind": dict(self.kills_by_kind),
+            "started": self._workers.started,
+            "idle_clean": len(self._workers.idle.clean),
+            "idle_bound": self._workers.idle.bound_count(),
+        }

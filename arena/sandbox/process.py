@@ -12,19 +12,16 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from arena.sandbox import boundary
 from arena.sandbox.framing import FrameError, encode_job, read_reply
 from arena.sandbox.models import SandboxLimits, ViolationKind, classify_exit
 
@@ -32,7 +29,6 @@ from arena.sandbox.models import SandboxLimits, ViolationKind, classify_exit
 # user-namespace mapping, so no other process on the machine shares one (RLIMIT_NPROC counts by uid).
 UID_RANGE = (1_900_000_000, 2_100_000_000)
 START_TIMEOUT_S = 60.0
-ARENA_DIR = Path(__file__).resolve().parent.parent  # the `arena` package directory
 # A worker's lifetime CPU budget is this many jobs' worth of CPU (and at least two minutes); the
 # pool retires a worker before a job could run into it.
 CPU_BUDGET_JOBS = 20
@@ -50,55 +46,50 @@ class WorkerDied(Exception):
     detail: str
 
 
-def readable_roots() -> list[str]:
-    """What a worker may read: the Python installation and the `arena` package, nothing else.
-
-    Only `sys.path` entries inside the interpreter's prefixes count: the current directory or a
-    script's folder (the daemon's data directory, say) must never become readable.
-    """
-    prefixes = {
-        os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
-    }
-    paths = []
-    for entry in sys.path:
-        real = os.path.realpath(entry) if entry else ""
-        if real and os.path.isdir(real) and any(real == p or real.startswith(p + "/") for p in prefixes):
-            paths.append(real)
-    paths.append(str(ARENA_DIR))
-    return paths
-
-
 class WorkerProcess:
-    """One running, confined worker."""
+    """One running, confined worker: a bubblewrap process whose sandbox runs `arena.sandbox.worker`.
 
-    def __init__(
-        self, proc: anyio.abc.Process, *, uid: int, gid: int, root_dir: str, private_uid: bool
-    ) -> None:
+    `env` is the environment whose tools the worker has run in its own interpreter (None while it
+    has run none): a worker never serves two environments (see `arena.sandbox.pool`).
+    """
+
+    def __init__(self, proc: anyio.abc.Process, *, uid: int | None) -> None:
         self.proc = proc
         self.uid = uid
-        self.gid = gid
-        self.root_dir = root_dir
-        self.private_uid = private_uid
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin = proc.stdin
         self._reader = BufferedByteReceiveStream(proc.stdout)
         self.layers: dict[str, Any] = {}
         self.known_modules: set[tuple[str, int, int]] = set()
+        self.env: str | None = None
         self.cpu_s = 0.0
         self.jobs = 0
         self.cpu_budget_s = 0
+        self.last_used = 0.0
 
     @classmethod
     async def spawn(cls, limits: SandboxLimits, *, audit: bool = True, debug: bool = False) -> WorkerProcess:
-        """Start a worker and wait until it reports itself confined."""
+        """Start a worker in its bubblewrap boundary and wait until it reports itself confined.
+
+        Raises `SandboxStartError` (with the reason) where the boundary cannot be created: there is
+        no weaker fallback.
+        """
+        found = await anyio.to_thread.run_sync(boundary.probe)
+        if not found.available or found.bwrap is None:
+            raise SandboxStartError(f"cannot create the sandbox boundary: {found.detail}")
         is_root = os.geteuid() == 0
-        uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) if is_root else os.getuid()
-        gid = uid if is_root else os.getgid()
-        root_dir = tempfile.mkdtemp(prefix="arena-sandbox-")
-        package_parent = str(ARENA_DIR.parent)
+        # Root gets no user namespace (it would map the worker to uid 0, which RLIMIT_NPROC never
+        # binds): the worker drops to a private uid no other process uses instead.
+        uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) if is_root else None
+        argv, readable = boundary.command(
+            [sys.executable, "-s", "-m", "arena.sandbox.worker"],
+            disk_mb=limits.disk_mb,
+            bwrap=found.bwrap,
+            user_namespace=not is_root,
+        )
         # A clean environment: nothing of the daemon's (tokens, database URLs) reaches the worker.
         env = {
-            "PYTHONPATH": package_parent,
+            "PYTHONPATH": str(boundary.ARENA_DIR.parent),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "LANG": "C.UTF-8",
@@ -106,7 +97,7 @@ class WorkerProcess:
         }
         try:
             proc = await anyio.open_process(
-                [sys.executable, "-s", "-m", "arena.sandbox.worker"],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=None if debug else subprocess.DEVNULL,
@@ -115,25 +106,19 @@ class WorkerProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            shutil.rmtree(root_dir, ignore_errors=True)
             raise SandboxStartError(f"cannot start a sandbox worker: {exc}") from exc
-        except BaseException:  # cancelled while starting
-            shutil.rmtree(root_dir, ignore_errors=True)
-            raise
-        worker = cls(proc, uid=uid, gid=gid, root_dir=root_dir, private_uid=is_root)
+        worker = cls(proc, uid=uid)
         worker.cpu_budget_s = int(max(120.0, CPU_BUDGET_JOBS * limits.cpu_seconds))
         setup = {
             "confine": {
-                "uid": uid,
-                "gid": gid,
-                "root_dir": root_dir,
                 "cpu_budget_s": worker.cpu_budget_s,
                 "memory_mb": limits.memory_mb,
                 "max_processes": limits.max_processes,
                 "disk_mb": limits.disk_mb,
-                "parent_pid": os.getpid(),
-                "ro_paths": readable_roots(),
+                "work_dir": boundary.WORK_DIR,
+                "drop_to": uid,
             },
+            "readable": readable,
             "audit": audit,
             "cpu_seconds": limits.cpu_seconds,
         }
@@ -158,7 +143,7 @@ class WorkerProcess:
         if not header.get("ready"):
             await worker.destroy()
             raise SandboxStartError(f"sandbox worker could not confine itself: {header.get('error')}")
-        worker.layers = header.get("layers", {})
+        worker.layers = {**header.get("layers", {}), **_namespace_layers(found, is_root, limits)}
         return worker
 
     @property
@@ -189,7 +174,12 @@ class WorkerProcess:
     async def _death(self) -> WorkerDied:
         with anyio.move_on_after(5):
             await self.proc.wait()
-        kind, detail = classify_exit(self.proc.returncode)
+        code = self.proc.returncode
+        # bubblewrap reports a command killed by signal N as exit status 128 + N (the worker
+        # itself only ever exits with 0 or 1).
+        if code is not None and 128 < code < 128 + 65:
+            code = 128 - code
+        kind, detail = classify_exit(code)
         return WorkerDied(kind, detail)
 
     def cpu_left(self) -> float:
@@ -197,34 +187,32 @@ class WorkerProcess:
         return self.cpu_budget_s - self.cpu_s
 
     async def destroy(self) -> None:
-        """Kill the worker and everything it started, and remove its directory. Never raises."""
+        """Kill the worker and everything it started. Never raises.
+
+        Killing bubblewrap is enough: its PID 1 inside the sandbox dies with it (parent-death
+        signal), and the kernel then kills every process of the sandbox's PID namespace, however
+        they were started or re-parented.
+        """
         with anyio.CancelScope(shield=True):
             if self.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     self.proc.kill()
-            await self._kill_descendants()
             with anyio.move_on_after(5):
                 await self.proc.wait()
             with anyio.move_on_after(1):
                 with contextlib.suppress(OSError):
                     await self.proc.aclose()
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(self.root_dir, ignore_errors=True))
 
-    async def _kill_descendants(self) -> None:
-        if self.private_uid:
-            # Every process of the private uid, however it was started or re-parented. kill(-1)
-            # from a process of that uid is atomic against concurrent forks.
-            code = (
-                f"import os; os.setgroups([]); os.setgid({self.gid}); os.setuid({self.uid}); os.kill(-1, 9)"
-            )
-            with anyio.move_on_after(10):
-                await anyio.run_process(
-                    [sys.executable, "-S", "-I", "-c", code],
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-        else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+
+def _namespace_layers(found: boundary.Boundary, is_root: bool, limits: SandboxLimits) -> dict[str, str]:
+    """What the bubblewrap command line gave the worker (the parent built it, so it knows)."""
+    return {
+        "namespaces": found.detail,
+        "network": "network namespace of its own (only its loopback)",
+        "pid": "PID namespace of its own (bubblewrap's PID 1 above it; nothing outside can be named)",
+        "filesystem": (
+            "mount namespace: read-only root with the Python installation and the arena package, "
+            f"{limits.disk_mb} MB writable tmpfs at {boundary.WORK_DIR}"
+        ),
+        "user_namespace": "no (root: private uid instead)" if is_root else "yes",
+    }

@@ -1,12 +1,12 @@
 """Hostile code is contained with a clear `SandboxViolation`, and the pool keeps working after.
 
-Two pools: one with every layer, one without the audit hook, which proves the OS layers (chroot,
-private uid, seccomp, namespaces) hold on their own.
+Two pools: one with every layer, one without the audit hook, which proves the OS layers (the
+bubblewrap boundary, seccomp, rlimits) hold on their own. The fork bomb, the store, signals and
+tampering are in test_hostile and test_isolation.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +21,6 @@ from .conftest import NOW, SHOP
 pytestmark = pytest.mark.anyio
 
 LIMITS = SandboxLimits(cpu_seconds=0.5, wall_timeout_s=3, memory_mb=256, max_processes=16)
-IS_ROOT = os.geteuid() == 0
 
 INFINITE_LOOP = "def main(p):\n    while True:\n        pass\n"
 SLEEPER = "import time\n\ndef main(p):\n    time.sleep(60)\n"
@@ -32,26 +31,6 @@ MEMORY_BOMB = (
     "    for _ in range(256):\n"
     "        hoard.append(bytearray(16 << 20))\n"
     "    return 'not stopped'\n"
-)
-# Bounded and self-terminating: every process forks at most 4 children, to a depth of 3 (at most
-# 84 processes), and every child exits after 2 seconds. The limit is 16.
-FORK_BOMB = (
-    "import os, time\n\n"
-    "def spread(depth):\n"
-    "    for _ in range(4):\n"
-    "        try:\n"
-    "            pid = os.fork()\n"
-    "        except OSError:\n"
-    "            return\n"
-    "        if pid == 0:\n"
-    "            if depth < 3:\n"
-    "                spread(depth + 1)\n"
-    "            time.sleep(2)\n"
-    "            os._exit(0)\n\n"
-    "def main(p):\n"
-    "    spread(1)\n"
-    "    time.sleep(1)\n"
-    "    return 'done'\n"
 )
 CONNECT = (
     "import socket\n\n"
@@ -82,16 +61,6 @@ async def assert_violation(pool: SandboxPool, source: str, payload: dict, kind: 
     return info.value
 
 
-async def test_layers_reported(pool: SandboxPool) -> None:
-    layers = pool.layers
-    assert layers["seccomp"].startswith("no exec")
-    assert "RLIMIT_NPROC=16" in layers["rlimits"] or not IS_ROOT
-    if IS_ROOT:
-        assert layers["uid"].startswith("private uid")
-        assert layers["network"].startswith("network namespace")
-        assert layers["filesystem"].startswith("mount namespace")
-
-
 async def test_infinite_loop_hits_cpu_limit(pool: SandboxPool) -> None:
     violation = await assert_violation(pool, INFINITE_LOOP, {}, "cpu")
     assert "CPU time limit" in str(violation) and "0.5 s" in str(violation)
@@ -112,34 +81,6 @@ async def test_memory_bomb_hits_address_space_limit() -> None:
     async with SandboxPool(limits, workers=1) as roomy:
         violation = await assert_violation(roomy, MEMORY_BOMB, {}, "memory")
     assert "256 MB" in str(violation)
-
-
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-def _processes_of(uids: set[int]) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid in uids:
-                    found.append(int(name))
-            except OSError:
-                pass
-    return found
-
-
-@pytest.mark.skipif(not IS_ROOT, reason="a private uid per worker needs root")
-async def test_fork_bomb_stopped_by_process_limit(pool: SandboxPool) -> None:
-    before = {w.uid for w in pool._live}
-    violation = await assert_violation(pool, FORK_BOMB, {}, "processes")
-    assert "a fork was refused" in str(violation) and "16 processes" in str(violation)
-    # Every process of the killed worker's uid goes (its children were still sleeping).
-    deadline = time.monotonic() + 10
-    while (killed := before - {w.uid for w in pool._live}) == set() or _processes_of(killed):
-        assert time.monotonic() < deadline, "the fork bomb's processes outlived their worker"
-        await anyio.sleep(0.05)
 
 
 async def test_leaving_processes_behind_is_a_violation(pool: SandboxPool) -> None:
@@ -165,7 +106,7 @@ async def test_os_system_and_subprocess_are_forbidden(pool: SandboxPool) -> None
     await assert_violation(pool, SYSTEM, {}, "forbidden")
     violation = await assert_violation(pool, SUBPROCESS, {}, "forbidden")
     assert "subprocess" in str(violation)
-    assert not _exists("/tmp/pwned")
+    assert not await anyio.Path("/tmp/pwned").exists()
 
 
 async def test_violation_in_a_tool_call(pool: SandboxPool, tmp_path: Path, shop_image: bytes) -> None:
@@ -217,7 +158,7 @@ async def test_os_layers_hold_without_the_audit_hook(tmp_path: Path) -> None:
     assert seen["system"] != "0"  # the shell cannot be executed
     assert seen["loaded"] == []  # nothing that spawns or pokes memory was left importable for free
     assert "Operation not permitted" in seen["exec"] or "No such file" in seen["exec"]
-    if IS_ROOT:
-        assert seen["read"].startswith("FileNotFoundError")  # chroot: the host's files do not exist
-        assert seen["hostname"].startswith("FileNotFoundError")
-        assert seen["uid"] != 0
+    # The host's files do not exist in the sandbox's mount namespace, whoever runs the daemon.
+    assert seen["read"].startswith("FileNotFoundError")
+    assert seen["hostname"].startswith("FileNotFoundError")
+    assert seen["uid"] != 0
