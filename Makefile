@@ -28,6 +28,8 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+	# The sandbox's hostile-code tests again as an unprivileged user, as the service runs.
+	bash scripts/test-sandbox-nonroot.sh
 
 lint: setup
 	$(BIN)/ruff check .
@@ -38,4 +40,4 @@ format: setup
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) .venv-nonroot var .pytest_cache
