@@ -182,8 +182,9 @@ def lineage_chain(folder: Path, *, limit: int = 100) -> list[Lineage]:
 def load_policy(folder: Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
     """Load a model folder (checkpoint or base model) and its tokenizer (blocking).
 
-    The weights are fp32 on CPU (training keeps fp32 master weights) and bfloat16 on GPU, unless
-    `dtype` (a torch dtype) says otherwise, as for evaluating in `TrainerConfig.rollout_dtype`.
+    The weights are fp32 on CPU and bfloat16 on GPU (for inference), unless `dtype` (a torch dtype)
+    says otherwise: training passes `trainer.precision.train_dtype` (fp32 master weights), evaluation
+    `TrainerConfig.rollout_dtype`.
     """
     if not (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} is not a model folder (no config.json)")

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainer.checkpoints import ADAPTER_DIR, is_peft, load_policy
 from trainer.config import TrainerConfig
+from trainer.precision import train_dtype
 
 
 def savable(model: Any) -> Any:
@@ -29,12 +30,15 @@ def load_start(policy_dir: Path, start_dir: Path, config: TrainerConfig, device:
     reference (the weights without it) stays the policy the round started from.
     """
     adapter = start_dir / ADAPTER_DIR
+    # fp32 weights wherever the optimizer steps them (see `trainer.precision`).
+    dtype = train_dtype(device, lora=config.lora.enabled)
     if not (config.lora.enabled and start_dir != policy_dir and adapter.is_dir()):
-        model, tokenizer = load_policy(start_dir, device=device)
+        model, tokenizer = load_policy(start_dir, device=device, dtype=dtype)
     else:
         from peft import PeftModel
 
-        base, tokenizer = load_policy(policy_dir, device=device)
+        # peft loads the adapter in fp32 over the bfloat16 base (`autocast_adapter_dtype`).
+        base, tokenizer = load_policy(policy_dir, device=device, dtype=dtype)
         model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
     # TRL builds a full KL reference (beta > 0) from the folder the model says it came from. After
     # a resume that is the mid-round checkpoint, which would move the anchor to it: point it back

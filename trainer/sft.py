@@ -36,7 +36,7 @@ from arena.types import Message, ToolCall
 from trainer.checkpoints import LINEAGE_FILE, Lineage, load_policy, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.metrics import CheckpointInfo, OnStep, SafePoint, StepMetrics, TrainResult
-from trainer.precision import assistant_token_loss, autocast, use_bf16
+from trainer.precision import assistant_token_loss, autocast, train_dtype, use_bf16
 from trainer.tasks import PreparedTask, prepare_tasks
 
 log = structlog.get_logger(__name__)
@@ -182,10 +182,12 @@ def _train_sync(
     sft = config.sft
     torch.manual_seed(sft.seed)
     device = next(model.parameters()).device
-    bf16 = use_bf16(config.bf16, device.type) and next(model.parameters()).dtype == torch.float32
+    trained = [p for p in model.parameters() if p.requires_grad]
+    # Autocast over fp32 trained weights (a LoRA base may be bf16; its fp32 adapters decide).
+    bf16 = use_bf16(config.bf16, device.type) and all(p.dtype == torch.float32 for p in trained)
     batches = _batches(examples, sft.batch_size, sft.epochs, sft.seed)
     optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad],
+        trained,
         lr=sft.learning_rate,
         weight_decay=sft.weight_decay,
     )
@@ -297,7 +299,9 @@ async def sft_warmup(
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tokenizer = await anyio.to_thread.run_sync(
-        functools.partial(load_policy, Path(policy_dir), device=device)
+        functools.partial(
+            load_policy, Path(policy_dir), device=device, dtype=train_dtype(device, lora=config.lora.enabled)
+        )
     )
     if config.lora.enabled:  # a large model's warm-up trains adapters too; the checkpoint merges them
         from peft import get_peft_model

@@ -63,3 +63,21 @@ def assert_merged_lora_checkpoint(base_dir: Path, checkpoint: Path, lora: LoraCo
     adapted = {k for k in before if any(f".{m}." in k for m in lora.target_modules)}
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and changed <= adapted, sorted(changed - adapted)[:3] or "nothing changed"
+
+
+def tiny_causal_lm(seed: int = 0, **config: int) -> object:
+    """A randomly initialised two-layer Llama (about 0.3M weights, std 0.02): precision tests in seconds."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    shape = {
+        "vocab_size": 512,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 256,
+    } | config
+    return LlamaForCausalLM(LlamaConfig(**shape, initializer_range=0.02)).eval()
