@@ -23,11 +23,21 @@ from arena.difficulty import Difficulty
 from arena.episode.parser import parse_tool_calls
 from arena.protocols import ChatModel, ModelError
 from arena.sandbox import SandboxProgramError, SandboxViolation
+from arena.synth.motifs import MOTIFS
 from arena.types import Message, SamplingParams, ToolCall, ToolSpec
 from diagnose.compact import compact_trace
 from diagnose.evidence import EpisodeInput, Evidence
 from diagnose.fallback import fallback_report
-from diagnose.report import AgentUsage, DiagnosisReport, ReportInvalid, draft_schema, rank, validate_draft
+from diagnose.motifs import weak_motifs
+from diagnose.report import (
+    AgentUsage,
+    DiagnosisReport,
+    ReportInvalid,
+    draft_schema,
+    rank,
+    schema_sizes,
+    validate_draft,
+)
 from diagnose.taxonomy import CATEGORIES
 
 log = structlog.get_logger(__name__)
@@ -83,11 +93,14 @@ SYSTEM = (
     "evaluation evidence you find where the agent is weakest, why it fails, and what practice tasks "
     "would fix it. Ground every claim in the evidence: use only environment names, tool names and "
     "episode ids that appear in it. Failure categories: " + ", ".join(CATEGORIES) + ". "
+    "Name each weakness also by the tool-graph motif that transfers to other environments: "
+    + ", ".join(MOTIFS)
+    + ". "
     "You may call the `python` tool to compute aggregates over the evidence tables. When you are "
     "done, reply with one JSON object and nothing else, with keys: summary (string); weak_envs "
     "(list of {env, score 0..1 where 1 is weakest, evidence}); patterns (list of {category, env, "
-    "description, tools, episode_ids}); guidelines (one per weak env: {env, failure_pattern, "
-    "target_tools, skill, difficulty: {walk_length 1-6, ambiguity 0-2, weak_edge_share 0-4, "
+    "description, tools, episode_ids, motif}); guidelines (one per weak env: {env, failure_pattern, "
+    "target_tools, skill, motif, difficulty: {walk_length 1-6, ambiguity 0-2, weak_edge_share 0-4, "
     "distractors 0-4, conversational 0-1}, n_tasks})."
 )
 
@@ -135,6 +148,12 @@ def build_prompt(evidence: Evidence, episodes: list[EpisodeInput], config: Diagn
         ((g.env, g.tool, c.ok, c.failed) for g in evidence.tools for c in g.calls.values() if c.failed),
         key=lambda r: -r[3],
     )[:10]
+    if evidence.motifs:
+        lines += ["", "Per tool-graph motif (attempts, pass rate [95% CI]):"]
+        lines += [
+            f"- {g.motif}: {g.attempts}, {_pct(g.pass_rate)} [{_pct(g.pass_low)}-{_pct(g.pass_high)}]"
+            for g in sorted(evidence.motifs, key=lambda g: g.pass_rate)
+        ]
     if failing_tools:
         lines += ["", "Tools with failed calls (env/tool: ok, failed):"]
         lines += [f"- {env}/{tool}: {ok}, {failed}" for env, tool, ok, failed in failing_tools]
@@ -175,7 +194,9 @@ async def _agent_loop(
 ) -> tuple[DiagnosisReport | None, str]:
     """The agent's report, or None and the reason it has none."""
     budget = config.budget
-    schema = draft_schema(evidence, max_items=min(config.max_weak, 5))
+    # Sized to the per-call cap: a constrained answer cut off by the cap would not be JSON.
+    items, chars = schema_sizes(budget.max_tokens_per_call, min(config.max_weak, 5))
+    schema = draft_schema(evidence, max_items=items, text_chars=chars)
     messages = [
         Message(role="system", content=SYSTEM),
         Message(role="user", content=build_prompt(evidence, episodes, config)),
@@ -261,6 +282,7 @@ async def run_diagnosis(
     """
     config = config or DiagnosisConfig()
     usage = AgentUsage()
+    motifs = weak_motifs(evidence)
 
     def fallback(reason: str) -> DiagnosisReport:
         report = fallback_report(
@@ -271,6 +293,7 @@ async def run_diagnosis(
             difficulties=difficulties,
         )
         report.usage = usage
+        report.weak_motifs = motifs
         log.info("diagnosis_fallback", round=evidence.round, reason=reason[:300], weak=report.weak)
         return report
 
@@ -292,6 +315,7 @@ async def run_diagnosis(
     if report is None:
         return fallback(reason)
     report.usage = usage
+    report.weak_motifs = motifs
     log.info(
         "diagnosis_agent_report",
         round=evidence.round,

@@ -1,8 +1,8 @@
 """Evidence for the diagnosis: per-episode records and per env / category / tool statistics.
 
 `build_evidence` turns a round's verified episodes into flat tables: one `EpisodeRecord` per
-episode (with the failure taxonomy of failed ones) and `GroupStats` per environment, top-level
-category and (environment, tool): attempts, pass rate with a Wilson 95% interval, mean reward,
+episode (with the failure taxonomy of failed ones and the tool-graph motifs its task exercises)
+and `GroupStats` per environment, top-level category, (environment, tool) and motif: attempts, pass rate with a Wilson 95% interval, mean reward,
 finish reasons, failure categories and tool call counts. The tables are plain JSON
 (`Evidence.tables()`), which is what the diagnosis agent's sandboxed Python tool receives.
 `replay_diffs` recomputes an episode's state diffs (agent and reference) by replaying calls, since
@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from arena.env.state import StateDiff
 from arena.episode.transcript import Transcript
+from arena.synth.motifs import task_motifs
 from arena.tasks.model import Task
 from arena.tasks.replay import new_instance, replay_reference
 from arena.tasks.reward import Verdict
@@ -95,6 +96,7 @@ class EpisodeRecord(BaseModel):
     calls_failed: int
     malformed: int
     tools_called: list[str]
+    motifs: list[str] = Field(default_factory=list)  # arena.synth.motifs names the task exercises
     failure: FailureCategory | None = None
     failure_categories: list[FailureCategory] = Field(default_factory=list)
     failure_tools: list[str] = Field(default_factory=list)
@@ -113,10 +115,11 @@ class ToolCounts(BaseModel):
 class GroupStats(BaseModel):
     """Statistics of a group of episodes (an environment, a category, or episodes using a tool)."""
 
-    level: Literal["env", "category", "tool", "overall"]
+    level: Literal["env", "category", "tool", "motif", "overall"]
     env: str | None = None
     category: str | None = None
     tool: str | None = None
+    motif: str | None = None
     attempts: int
     passed: int
     pass_rate: float
@@ -139,6 +142,7 @@ class Evidence(BaseModel):
     categories: list[GroupStats]
     tools: list[GroupStats]
     overall: GroupStats
+    motifs: list[GroupStats] = Field(default_factory=list)
 
     def env_stats(self, env: str) -> GroupStats | None:
         """The statistics of one environment."""
@@ -148,12 +152,19 @@ class Evidence(BaseModel):
         """The evidence as plain JSON tables (what the agent's Python tool gets as `data`)."""
         return {
             "episodes": [e.model_dump(mode="json") for e in self.episodes],
-            "envs": [g.model_dump(mode="json", exclude={"level", "category", "tool"}) for g in self.envs],
-            "categories": [
-                g.model_dump(mode="json", exclude={"level", "env", "tool"}) for g in self.categories
+            "envs": [
+                g.model_dump(mode="json", exclude={"level", "category", "tool", "motif"}) for g in self.envs
             ],
-            "tools": [g.model_dump(mode="json", exclude={"level", "category"}) for g in self.tools],
-            "overall": self.overall.model_dump(mode="json", exclude={"level", "env", "category", "tool"}),
+            "categories": [
+                g.model_dump(mode="json", exclude={"level", "env", "tool", "motif"}) for g in self.categories
+            ],
+            "tools": [g.model_dump(mode="json", exclude={"level", "category", "motif"}) for g in self.tools],
+            "motifs": [
+                g.model_dump(mode="json", exclude={"level", "env", "category", "tool"}) for g in self.motifs
+            ],
+            "overall": self.overall.model_dump(
+                mode="json", exclude={"level", "env", "category", "tool", "motif"}
+            ),
             "environments": {n: m.model_dump(mode="json") for n, m in self.envs_meta.items()},
         }
 
@@ -183,6 +194,7 @@ def _record(ep: EpisodeInput, meta: EnvMeta | None) -> EpisodeRecord:
         calls_failed=sum(1 for c in tr.calls if not c.result.ok),
         malformed=tr.malformed_calls,
         tools_called=list(dict.fromkeys(c.call.name for c in tr.calls)),
+        motifs=list(task_motifs(ep.task, meta.write_tools if meta else ())),
         failure=failure.primary if failure else None,
         failure_categories=failure.categories if failure else [],
         failure_tools=failure.tools if failure else [],
@@ -211,7 +223,7 @@ def _tool_counts(episodes: list[EpisodeInput]) -> dict[str, ToolCounts]:
 
 
 def _group(
-    level: Literal["env", "category", "tool", "overall"],
+    level: Literal["env", "category", "tool", "motif", "overall"],
     records: list[EpisodeRecord],
     inputs: list[EpisodeInput],
     **keys: str,
@@ -254,6 +266,7 @@ def build_evidence(round_id: int, episodes: list[EpisodeInput], envs_meta: dict[
     by_env = split(lambda r, e: [r.env])
     by_cat = split(lambda r, e: [r.category])
     by_tool = split(lambda r, e: [(r.env, t) for t in r.tools_called])
+    by_motif = split(lambda r, e: r.motifs)
     return Evidence(
         round=round_id,
         envs_meta=envs_meta,
@@ -262,6 +275,7 @@ def build_evidence(round_id: int, episodes: list[EpisodeInput], envs_meta: dict[
         categories=[_group("category", rs, es, category=k) for k, (rs, es) in sorted(by_cat.items())],
         tools=[_group("tool", rs, es, env=k[0], tool=k[1]) for k, (rs, es) in sorted(by_tool.items())],
         overall=_group("overall", records, episodes),
+        motifs=[_group("motif", rs, es, motif=k) for k, (rs, es) in sorted(by_motif.items())],
     )
 
 

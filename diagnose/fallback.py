@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from arena.difficulty import Difficulty
 from arena.synth.targeted import Guideline
 from diagnose.evidence import EpisodeRecord, Evidence, wilson_interval
+from diagnose.motifs import env_motif, weak_motifs
 from diagnose.report import DiagnosisReport, FailurePattern, RankedEnv
 from diagnose.taxonomy import DESCRIPTIONS, SEVERITY, FailureCategory
 
@@ -82,7 +83,9 @@ def target_tools(evidence: Evidence, env: str, limit: int = 3) -> list[str]:
     return tools
 
 
-def _guideline(evidence: Evidence, env: str, base: Difficulty, n_tasks: int) -> Guideline:
+def _guideline(
+    evidence: Evidence, env: str, base: Difficulty, n_tasks: int, motif: str | None = None
+) -> Guideline:
     cats = Counter(r.failure for r in evidence.episodes if r.env == env and r.failure is not None)
     top: FailureCategory = cats.most_common(1)[0][0] if cats else "other"
     skill, knobs = SKILLS[top]
@@ -95,6 +98,7 @@ def _guideline(evidence: Evidence, env: str, base: Difficulty, n_tasks: int) -> 
         failure_pattern=f"{DESCRIPTIONS[top]} ({cats[top]} of {sum(cats.values())} failures)",
         target_tools=target_tools(evidence, env),
         skill=skill,
+        motif=motif,
         difficulty=difficulty,
         n_tasks=n_tasks,
     )
@@ -136,7 +140,17 @@ def fallback_report(
             )
         )
     difficulties = difficulties or {}
-    guidelines = [_guideline(evidence, w.env, difficulties.get(w.env, Difficulty()), n_tasks) for w in weak]
+    ranked = weak_motifs(evidence)
+    guidelines = [
+        _guideline(
+            evidence,
+            w.env,
+            difficulties.get(w.env, Difficulty()),
+            n_tasks,
+            env_motif(evidence, w.env, ranked),
+        )
+        for w in weak
+    ]
     return DiagnosisReport(
         round=evidence.round,
         source="fallback",
@@ -146,6 +160,7 @@ def fallback_report(
             f"episode(s); overall pass rate {evidence.overall.pass_rate:.2f}"
         ),
         weak_envs=weak,
+        weak_motifs=ranked,
         patterns=_patterns(evidence, max_patterns, examples),
         guidelines=guidelines,
         overall_pass_rate=evidence.overall.pass_rate if evidence.overall.attempts else None,

@@ -1,6 +1,8 @@
 """The diagnosis report: its schema, the JSON schema the agent answers in, and validation.
 
-The agent answers with a `DiagnosisDraft`; `validate_draft` checks it against the evidence
+The agent answers with a `DiagnosisDraft`, flat or nested (each weak environment holding its
+pattern and guideline: the form its grammar-constrained answer takes, see `draft_schema`);
+`validate_draft` checks it against the evidence
 (environments, tools and episode ids must exist, patterns must cite failed episodes of their own
 environment, every weak environment needs a guideline and every guideline a weak environment)
 and `ReportInvalid` lists every problem. A valid draft, or the fallback's own, becomes a
@@ -16,8 +18,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arena.difficulty import KNOBS
+from arena.synth.motifs import MOTIFS, MotifName
 from arena.synth.targeted import Guideline
 from diagnose.evidence import Evidence
+from diagnose.motifs import WeakMotif
 from diagnose.taxonomy import CATEGORIES, FailureCategory
 
 
@@ -59,6 +63,7 @@ class FailurePattern(BaseModel):
     description: str = Field(min_length=1)
     tools: list[str] = Field(default_factory=list)
     episode_ids: list[str] = Field(min_length=1)
+    motif: MotifName | None = None
 
 
 class DiagnosisDraft(BaseModel):
@@ -96,6 +101,8 @@ class DiagnosisReport(BaseModel):
     fallback_reason: str | None = None
     summary: str = ""
     weak_envs: list[RankedEnv] = Field(default_factory=list)
+    # From the evidence's statistics (both sources): what transfers to training environments.
+    weak_motifs: list[WeakMotif] = Field(default_factory=list)
     patterns: list[FailurePattern] = Field(default_factory=list)
     guidelines: list[Guideline] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
@@ -108,25 +115,87 @@ class DiagnosisReport(BaseModel):
         return [w.env for w in self.weak_envs]
 
 
-def draft_schema(evidence: Evidence, *, max_items: int = 3, max_ids: int = 200) -> dict[str, Any]:
-    """The JSON schema of a draft, with known names as enums so constrained decoding stays valid.
+def schema_sizes(max_tokens: int, max_weak: int) -> tuple[int, int]:
+    """(weak environments, characters per free-text field) that fit one answer of `max_tokens`.
 
-    Environment and tool names are enums over the evidence; episode ids too when there are at most
-    `max_ids` failed episodes. Arrays are short (`max_items`): a report is a few sharp findings.
+    A grammar-constrained answer cut off by the token cap is not JSON, so the schema itself must
+    fit: about 150 tokens of structure per weak environment, five text fields each (and the
+    summary), about three characters per token.
     """
-    envs = sorted(evidence.envs_meta) or ["none"]
-    tools = sorted({t for m in evidence.envs_meta.values() for t in m.tools}) or ["none"]
-    failed = [e.episode_id for e in evidence.episodes if not e.passed]
-    ids: dict[str, Any] = {"type": "string"}
-    if 0 < len(failed) <= max_ids:
-        ids = {"type": "string", "enum": failed}
-    env = {"type": "string", "enum": envs}
-    tool = {"type": "string", "enum": tools}
-    text = {"type": "string", "maxLength": 240}
+    items = max(1, min(max_weak, (max_tokens - 40) // 260))
+    room = max(0, max_tokens - 40 - 150 * items) * 3
+    return items, max(24, min(240, room // (1 + 4 * items)))
+
+
+def draft_schema(
+    evidence: Evidence, *, max_items: int = 3, max_ids: int = 200, text_chars: int = 240
+) -> dict[str, Any]:
+    """The JSON schema of a nested draft that constrained decoding can only fill with valid names.
+
+    Each weak environment is one alternative per environment that failed this round, holding its
+    own pattern (that environment's tools and failed episode ids as enums) and its guideline (its
+    tools): the answer cannot cite another environment's tool or episode, nor leave a weak
+    environment without a guideline. `validate_draft` flattens it into a `DiagnosisDraft`.
+    """
+    failed: dict[str, list[str]] = {}
+    for e in evidence.episodes:
+        if not e.passed:
+            failed.setdefault(e.env, []).append(e.episode_id)
+    text = {"type": "string", "maxLength": text_chars}
     knobs = {
         name: {"type": "integer", "minimum": spec.min_level, "maximum": spec.max_level}
         for name, spec in KNOBS.items()
     }
+    variants = []
+    for env in sorted(failed) or ["none"]:
+        meta = evidence.envs_meta.get(env)
+        tool = {"type": "string", "enum": sorted(meta.tools) if meta and meta.tools else ["none"]}
+        ids: dict[str, Any] = {"type": "string"}
+        if 0 < len(failed.get(env, [])) <= max_ids:
+            ids = {"type": "string", "enum": failed[env]}
+        pattern = {
+            "type": "object",
+            "properties": {
+                "category": {"type": "string", "enum": list(CATEGORIES)},
+                "description": text,
+                "tools": {"type": "array", "maxItems": 3, "items": tool},
+                "episode_ids": {"type": "array", "minItems": 1, "maxItems": 3, "items": ids},
+            },
+            "required": ["category", "description", "tools", "episode_ids"],
+            "additionalProperties": False,
+        }
+        guideline = {
+            "type": "object",
+            "properties": {
+                "failure_pattern": text,
+                "skill": text,
+                "target_tools": {"type": "array", "minItems": 1, "maxItems": 4, "items": tool},
+                "difficulty": {
+                    "type": "object",
+                    "properties": knobs,
+                    "required": list(knobs),
+                    "additionalProperties": False,
+                },
+                "n_tasks": {"type": "integer", "minimum": 1, "maximum": 100},
+            },
+            "required": ["failure_pattern", "skill", "target_tools", "difficulty", "n_tasks"],
+            "additionalProperties": False,
+        }
+        variants.append(
+            {
+                "type": "object",
+                "properties": {
+                    "env": {"type": "string", "const": env},
+                    "score": {"type": "number", "minimum": 0, "maximum": 1},
+                    "evidence": text,
+                    "motif": {"type": "string", "enum": list(MOTIFS)},
+                    "pattern": pattern,
+                    "guideline": guideline,
+                },
+                "required": ["env", "score", "evidence", "motif", "pattern", "guideline"],
+                "additionalProperties": False,
+            }
+        )
     return {
         "type": "object",
         "properties": {
@@ -134,56 +203,44 @@ def draft_schema(evidence: Evidence, *, max_items: int = 3, max_ids: int = 200) 
             "weak_envs": {
                 "type": "array",
                 "minItems": 1,
-                "maxItems": max_items,
-                "items": {
-                    "type": "object",
-                    "properties": {"env": env, "score": {"type": "number"}, "evidence": text},
-                    "required": ["env", "score", "evidence"],
-                    "additionalProperties": False,
-                },
-            },
-            "patterns": {
-                "type": "array",
-                "maxItems": max_items,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "category": {"type": "string", "enum": list(CATEGORIES)},
-                        "env": env,
-                        "description": text,
-                        "tools": {"type": "array", "maxItems": 3, "items": tool},
-                        "episode_ids": {"type": "array", "minItems": 1, "maxItems": 3, "items": ids},
-                    },
-                    "required": ["category", "env", "description", "tools", "episode_ids"],
-                    "additionalProperties": False,
-                },
-            },
-            "guidelines": {
-                "type": "array",
-                "maxItems": max_items,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "env": env,
-                        "failure_pattern": text,
-                        "target_tools": {"type": "array", "minItems": 1, "maxItems": 4, "items": tool},
-                        "skill": text,
-                        "difficulty": {
-                            "type": "object",
-                            "properties": knobs,
-                            "required": list(knobs),
-                            "additionalProperties": False,
-                        },
-                        "n_tasks": {"type": "integer", "minimum": 1, "maximum": 100},
-                    },
-                    "required": ["env", "failure_pattern", "target_tools", "skill", "difficulty", "n_tasks"],
-                    "additionalProperties": False,
-                },
+                "maxItems": max(1, min(max_items, len(variants))),
+                "items": {"anyOf": variants} if len(variants) > 1 else variants[0],
             },
         },
-        "required": ["summary", "weak_envs", "patterns", "guidelines"],
+        "required": ["summary", "weak_envs"],
         "additionalProperties": False,
     }
+
+
+def flatten_draft(raw: Any) -> Any:
+    """A nested draft (patterns and guidelines inside their weak environment) in the flat form."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("weak_envs"), list):
+        return raw
+    if not any(isinstance(w, dict) and ("pattern" in w or "guideline" in w) for w in raw["weak_envs"]):
+        return raw
+    flat: dict[str, Any] = {
+        "summary": raw.get("summary", ""),
+        "weak_envs": [],
+        "patterns": list(raw.get("patterns", [])),
+        "guidelines": list(raw.get("guidelines", [])),
+    }
+    for item in raw["weak_envs"]:
+        if not isinstance(item, dict):
+            flat["weak_envs"].append(item)
+            continue
+        item = dict(item)
+        pattern, guideline, motif = (
+            item.pop("pattern", None),
+            item.pop("guideline", None),
+            item.pop("motif", None),
+        )
+        flat["weak_envs"].append(item)
+        env = item.get("env")
+        if isinstance(pattern, dict):
+            flat["patterns"].append({**pattern, "env": env, "motif": motif})
+        if isinstance(guideline, dict):
+            flat["guidelines"].append({**guideline, "env": env, "motif": motif})
+    return flat
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
@@ -207,6 +264,7 @@ def validate_draft(raw: Any, evidence: Evidence) -> DiagnosisDraft:
     """Parse and check a draft against the evidence; raises `ReportInvalid` with every problem."""
     if isinstance(raw, str):
         raw = extract_json(raw)
+    raw = flatten_draft(raw)
     try:
         draft = DiagnosisDraft.model_validate(raw)
     except ValidationError as exc:

@@ -30,8 +30,12 @@ log = structlog.get_logger(__name__)
 
 
 def episode_id(env: str, task_id: str, sample_idx: int) -> str:
-    """The id the diagnosis uses for an episode: `ENV/TASK#SAMPLE` (unique within a round)."""
-    return f"{env}/{task_id}#{sample_idx}"
+    """The id the diagnosis uses for an episode: `ENV/TASK#SAMPLE` (unique within a round).
+
+    Stored task ids already are `ENV/ID`; the environment is added only to a bare id.
+    """
+    full = task_id if task_id.startswith(f"{env}/") else f"{env}/{task_id}"
+    return f"{full}#{sample_idx}"
 
 
 async def load_episode_inputs(

@@ -156,6 +156,8 @@ async def synthesize_graph_tasks(
     unknown = [t for t in (bias or {}) if t not in graph.nodes]
     if unknown:
         raise ValueError(f"environment {env.name!r} has no tool(s) {', '.join(unknown)}")
+    # The tools a targeted walk aims at: their optional constraints get filled (see `choose_args`).
+    targets = {t for t, w in (bias or {}).items() if w > 1.0}
     use_rubric = helper is not None
     gate = TaskFilter(
         env,
@@ -178,7 +180,7 @@ async def synthesize_graph_tasks(
         with meter.timed("walk") as cost:
             cost.attempted += 1
             plan = plan_walk(graph, rng, difficulty, bias)
-            walk = await execute_walk(env, graph, plan, rng, difficulty, sandbox=sandbox)
+            walk = await execute_walk(env, graph, plan, rng, difficulty, sandbox=sandbox, eager=targets)
             problem = _walk_problem(walk, difficulty, any(graph.nodes[t].writes for t in plan))
             if problem is not None:
                 report.reject("walk")

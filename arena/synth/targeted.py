@@ -12,13 +12,16 @@ from arena.protocols import ChatModel
 from arena.synth.cost import ReportObserver
 from arena.synth.filters import GateConfig
 from arena.synth.graph_tasks import SynthesisResult, WriterKind, synthesize_graph_tasks
+from arena.synth.motifs import MotifName
 
 
 class Guideline(BaseModel):
     """A task-generation guideline for one environment (produced by the diagnosis phase).
 
     `target_tools` are the tools the synthesized tasks should exercise; `failure_pattern` and
-    `skill` describe, in words, what the agent gets wrong and what the tasks should practise.
+    `skill` describe, in words, what the agent gets wrong and what the tasks should practise;
+    `motif` (from `arena.synth.motifs`) names the shape of work that transfers across environments,
+    and targeted tasks are counted by it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -27,6 +30,7 @@ class Guideline(BaseModel):
     failure_pattern: str = ""
     target_tools: list[str] = Field(default_factory=list)
     skill: str = ""
+    motif: MotifName | None = None
     difficulty: Difficulty = Field(default_factory=Difficulty)
     n_tasks: int = Field(default=10, ge=1, le=10_000)
 

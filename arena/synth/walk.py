@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -29,6 +30,7 @@ from arena.synth.values import fix_time_pairs, is_id_like, iter_fields, param_ke
 PRIOR_DEPTH = 3
 PRIOR_INJECTION = 0.1
 CALL_TRIES = 6
+EAGER_OPTIONAL = 0.8
 
 
 class Step(BaseModel):
@@ -125,9 +127,19 @@ def _walk_values(steps: list[Step], param: str) -> list[tuple[int, list[Any]]]:
 
 
 def choose_args(
-    graph: ToolGraph, tool: str, steps: list[Step], rng: random.Random, weak_share: float
+    graph: ToolGraph,
+    tool: str,
+    steps: list[Step],
+    rng: random.Random,
+    weak_share: float,
+    *,
+    eager: bool = False,
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """Arguments for one call and the step each internal one came from."""
+    """Arguments for one call and the step each internal one came from.
+
+    `eager` (a read that targeted synthesis aims at) fills its optional constraints most of the
+    time: a search called without them exercises no lookup or filter at all.
+    """
     args: dict[str, Any] = {}
     sources: dict[str, int] = {}
 
@@ -142,6 +154,10 @@ def choose_args(
             chance = (0.45 + 0.4 * weak_share) if from_walk else 0.25
             if p.schema_.get("type") == "boolean":
                 chance = 0.15
+            elif (
+                eager and not is_id_like(p.name) and p.schema_.get("type") in ("string", "integer", "number")
+            ):
+                chance = EAGER_OPTIONAL
             if rng.random() >= chance:
                 continue
         if from_walk and rng.random() < 0.9:
@@ -172,8 +188,12 @@ async def execute_walk(
     difficulty: Difficulty,
     *,
     sandbox: Any = None,
+    eager: Collection[str] = (),
 ) -> Walk:
-    """Run the planned calls on a fresh instance; keep the ones that succeed."""
+    """Run the planned calls on a fresh instance; keep the ones that succeed.
+
+    Reads named in `eager` (targeted tools) get their optional constraints filled more often.
+    """
     from arena.tasks.replay import new_instance
 
     weak_share = difficulty.weak_edge_share / 4
@@ -182,7 +202,9 @@ async def execute_walk(
     try:
         for tool in plan:
             for _ in range(CALL_TRIES):
-                args, sources = choose_args(graph, tool, steps, rng, weak_share)
+                args, sources = choose_args(
+                    graph, tool, steps, rng, weak_share, eager=tool in eager and not graph.nodes[tool].writes
+                )
                 result = await instance.call(tool, args)
                 if result.ok:
                     steps.append(

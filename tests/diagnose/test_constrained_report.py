@@ -1,0 +1,105 @@
+"""The agent's grammar-constrained answer: a nested schema sized to the per-call cap, and its flattening."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from diagnose.agent import DiagnosisBudget, DiagnosisConfig, run_diagnosis
+from diagnose.report import draft_schema, flatten_draft, schema_sizes, validate_draft
+from diagnose.wiring import episode_id
+
+from .test_agent import ScriptedFakeHelper, _evidence
+
+pytestmark = pytest.mark.anyio
+
+
+def nested_answer(env: str = "shop", tools: tuple[str, ...] = ("cancel_order",)) -> dict:
+    return {
+        "summary": "cancels the wrong order",
+        "weak_envs": [
+            {
+                "env": env,
+                "score": 0.8,
+                "evidence": "4 of 5 failed",
+                "motif": "id_chaining",
+                "pattern": {
+                    "category": "wrong_entity",
+                    "description": "wrong order",
+                    "tools": list(tools),
+                    "episode_ids": ["shop/t1#0"],
+                },
+                "guideline": {
+                    "failure_pattern": "wrong order cancelled",
+                    "skill": "read the id, then act on it",
+                    "target_tools": ["get_order", "cancel_order"],
+                    "difficulty": {
+                        "walk_length": 2,
+                        "ambiguity": 1,
+                        "weak_edge_share": 0,
+                        "distractors": 0,
+                        "conversational": 0,
+                    },
+                    "n_tasks": 3,
+                },
+            }
+        ],
+    }
+
+
+def test_nested_answer_flattens_into_a_valid_draft_with_its_motif(b: SimpleNamespace) -> None:
+    ev, _ = _evidence(b)
+    draft = validate_draft(json.dumps(nested_answer()), ev)
+    assert [w.env for w in draft.weak_envs] == ["shop"]
+    assert draft.guidelines[0].env == "shop" and draft.guidelines[0].motif == "id_chaining"
+    assert draft.patterns[0].env == "shop" and draft.patterns[0].episode_ids == ["shop/t1#0"]
+    # The flat form passes through untouched.
+    flat = {"summary": "", "weak_envs": [], "patterns": [], "guidelines": []}
+    assert flatten_draft(flat) is flat
+
+
+def test_schema_allows_only_failing_envs_with_their_own_tools_and_episodes(b: SimpleNamespace) -> None:
+    ev, _ = _evidence(b)
+    schema = draft_schema(ev, max_items=3, text_chars=50)
+    item = schema["properties"]["weak_envs"]["items"]
+    # Only `shop` failed: a single alternative, its environment fixed, its ids and tools as enums.
+    assert item["properties"]["env"] == {"type": "string", "const": "shop"}
+    pattern = item["properties"]["pattern"]["properties"]
+    assert set(pattern["episode_ids"]["items"]["enum"]) == {f"shop/t1#{i}" for i in range(4)}
+    assert "cancel_order" in pattern["tools"]["items"]["enum"]
+    assert item["properties"]["evidence"]["maxLength"] == 50
+    assert schema["properties"]["weak_envs"]["maxItems"] == 1  # one failing environment
+
+
+def test_schema_sizes_fit_the_per_call_cap() -> None:
+    items, chars = schema_sizes(256, 5)
+    assert items == 1 and 24 <= chars < 240
+    # Worst case: every text field at its maximum stays within the cap (about 3 chars a token).
+    assert 40 + 150 * items + (1 + 4 * items) * chars / 3 <= 256
+    assert schema_sizes(2000, 5)[0] > schema_sizes(600, 5)[0]
+
+
+def test_schema_compiles_to_a_grammar(b: SimpleNamespace) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    ev, _ = _evidence(b)
+    xgr.Grammar.from_json_schema(json.dumps(draft_schema(ev, max_items=2, text_chars=40)))
+
+
+async def test_a_prose_answer_is_followed_by_a_constrained_call_sized_to_the_cap(b: SimpleNamespace) -> None:
+    ev, eps = _evidence(b)
+    helper = ScriptedFakeHelper(["The shop environment is weak.", json.dumps(nested_answer())])
+    config = DiagnosisConfig(budget=DiagnosisBudget(max_calls=2, max_tokens_per_call=256))
+    report = await run_diagnosis(ev, eps, helper=helper, sandbox=None, config=config)
+    assert report.source == "agent", report.fallback_reason
+    assert report.guidelines[0].motif == "id_chaining"
+    _, _, params = helper.requests[-1]
+    assert params is not None and params.json_schema is not None and params.max_tokens == 256
+    text = params.json_schema["properties"]["summary"]
+    assert text["maxLength"] == schema_sizes(256, 5)[1]
+
+
+def test_episode_ids_name_the_environment_once() -> None:
+    assert episode_id("food_delivery", "food_delivery/g-s1-00001", 0) == "food_delivery/g-s1-00001#0"
+    assert episode_id("food_delivery", "g-s1-00001", 2) == "food_delivery/g-s1-00001#2"
