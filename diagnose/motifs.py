@@ -2,7 +2,7 @@
 
 A motif is weak when the episodes whose tasks exercise it fail more than the episodes whose tasks
 do not, beyond chance: its score is the lower bound of the Wilson 95% interval of its failure rate
-minus the failure rate of the other episodes. The ranking is statistics, not the agent's opinion,
+minus the upper bound of the other episodes' (positive only when the two intervals part). The ranking is statistics, not the agent's opinion,
 so both the agent's report and the fallback carry the same `weak_motifs`; the agent may in
 addition name a motif on each guideline.
 """
@@ -39,9 +39,12 @@ def weak_motifs(evidence: Evidence, *, limit: int = 3) -> list[WeakMotif]:
         if motif not in DESCRIPTIONS or group.attempts == 0 or group.passed == group.attempts:
             continue
         others = [r for r in records if motif not in r.motifs]
-        other_fail = sum(not r.passed for r in others) / len(others) if others else 0.0
+        other_failed = sum(not r.passed for r in others)
+        other_fail = other_failed / len(others) if others else 0.0
+        # Both intervals must part: the motif's failure rate is above the others' beyond chance.
+        other_high = wilson_interval(other_failed, len(others))[1] if others else 0.0
         fail_low = wilson_interval(group.attempts - group.passed, group.attempts)[0]
-        score = round(fail_low - other_fail, 4)
+        score = round(fail_low - other_high, 4)
         if score <= 0:
             continue
         envs = sorted({r.env for r in records if motif in r.motifs and not r.passed})
