@@ -4,30 +4,26 @@ Tools of synthesized environments (and of every environment with `ARENA_SANDBOX=
 checks of synthesized tasks, solution programs of programmatic tasks and the diagnosis agent's
 Python tool run here, never in the daemon. Use `SandboxPool` (see `arena.sandbox.pool`).
 
-Layers, and what each one guarantees on this machine (the pool logs which hold at start):
+Layers, and what each one guarantees, as root and as an unprivileged service user alike (the
+pool logs them at start; there is no weaker mode: where a layer cannot be had, no worker starts):
 
 - Process boundary: a worker is a separate process; whatever it does, the daemon only reads
   length-prefixed JSON and raw database images from it (never pickle), with size caps.
-- Hard wall-clock timeout (parent side): a job that overruns is SIGKILLed with every process of
-  its uid. CPU: a per-job `ITIMER_PROF` plus a lifetime `RLIMIT_CPU`, both enforced by the kernel.
-- `RLIMIT_AS` (memory), `RLIMIT_NPROC` (processes), `RLIMIT_FSIZE`, `RLIMIT_NOFILE`, no cores.
-- As root (sessions, CI): a fresh private uid/gid per worker, so `RLIMIT_NPROC` binds (Linux
-  ignores it for root) and the worker can signal or ptrace nothing else; a network namespace with
-  no interface up; a mount namespace whose root is a size-capped tmpfs holding read-only binds of
-  the Python installation, the `arena` package and system libraries, chrooted: no other file of
-  the host exists for the worker.
-- Everywhere: a seccomp filter (no exec, no sockets, no namespaces, no ptrace) with
-  no-new-privileges, and a parent-death signal.
-- Not root (e.g. a systemd service user): no private uid (RLIMIT_NPROC then counts the service
-  user's processes: it is set to their current count plus `max_processes`) and no chroot (files
-  readable by the service user are guarded only by the audit hook); a user namespace still gives
-  the network namespace where the kernel allows it; seccomp and rlimits apply unchanged.
-- Job isolation: checks and programs run in a child forked per job, so nothing they change in the
-  interpreter outlives them (one model-written check cannot rig the next verification). Tool calls
-  run in the warm worker for speed; a job never sees another's database (each gets its own image),
-  but module-level code of one synthesized tools.py could tamper with later tool calls of the same
-  worker: that residual risk is bounded to tool results and states of other synthesized
-  environments, and a worker is replaced on any violation or leftover process.
+- A bubblewrap boundary per worker (`arena.sandbox.boundary`): its own user namespace (as root: a
+  private uid instead), mount namespace with a read-only root holding only the Python
+  installation, the `arena` package and system libraries plus a size-capped writable tmpfs (no
+  store, no home, no /tmp, no /proc, no host socket), PID namespace (it can name and signal no
+  process outside; everything it started dies with it) and network namespace.
+- Hard wall-clock timeout (parent side): a job that overruns is SIGKILLed with its whole sandbox.
+  CPU: a per-job `ITIMER_PROF` plus a lifetime `RLIMIT_CPU`, both enforced by the kernel.
+- `RLIMIT_AS` (memory), `RLIMIT_NPROC` (processes, counted per user namespace and uid, so only
+  the worker's own), `RLIMIT_FSIZE`, `RLIMIT_NOFILE`, no cores.
+- A seccomp filter (no exec, no sockets, no namespaces, no ptrace) with no-new-privileges, and a
+  parent-death signal.
+- Environment isolation (`arena.sandbox.workers`): a worker serves one environment for its life,
+  so module-level code of one synthesized tools.py cannot change another environment's tool
+  results, images or checks. Checks and programs run in a child forked per job on workers that
+  ran no environment's tools, so nothing they change outlives them.
 - A Python audit hook (`arena.sandbox.guard`) on top: refuses file access outside the private
   directory and the Python installation, `os.system`/exec/`subprocess`, sockets, `ctypes`, and
   turns any attempt into a `forbidden` violation. It is a second layer: code in the same

@@ -3,15 +3,22 @@
 The env bench calls `bench_sandboxed_calls()`; `python -m arena.sandbox.bench` prints the same
 JSON. One call = the whole round trip the runtime pays: pickle the job with the database image,
 pipe it to a warm worker, deserialize, validate, run the tool, reply, parse.
+
+What keeping workers apart per environment costs is measured too: `worker_start_ms_p50`, the start
+of one worker in its bubblewrap boundary (paid in the background, by a clean spare, whenever an
+environment takes its first worker), and `first_call_us_new_env`, the first call of an
+environment no worker has served yet (a spare is bound and loads its tools.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sqlite3
 import statistics
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -21,6 +28,7 @@ import anyio
 
 from arena.sandbox.models import SandboxLimits
 from arena.sandbox.pool import SandboxPool
+from arena.sandbox.process import WorkerProcess
 
 DEFAULT_ENV = Path(__file__).resolve().parent.parent / "env" / "bundled" / "food_delivery"
 DEFAULT_TOOL = "list_addresses"
@@ -59,6 +67,15 @@ async def bench_sandboxed_calls(
     now = tomllib.loads((env_dir / "env.toml").read_text()).get("now", "2025-01-01T00:00:00")
     args = arguments or {}
 
+    async def first_call(p: SandboxPool) -> float:
+        with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+            fresh = Path(tmp) / env_dir.name
+            shutil.copytree(env_dir, fresh)
+            await anyio.sleep(0.5)  # let the pool's spares finish starting, as between calls
+            start = time.perf_counter_ns()
+            await p.call_tool(fresh, image, now=now, user_id=1, id_counters={}, tool=tool, arguments=args)
+            return (time.perf_counter_ns() - start) / 1000
+
     async def run(p: SandboxPool) -> dict[str, Any]:
         inner: list[float] = []
         total: list[float] = []
@@ -73,6 +90,10 @@ async def bench_sandboxed_calls(
             if i >= warmup:
                 total.append(elapsed)
                 inner.append(outcome.duration_us)
+            elif i == warmup - 1:
+                # The first call bound a spare to the environment and a new spare is starting:
+                # that start is `worker_start_ms_p50`, not part of a warm call's latency.
+                await anyio.sleep(1.0)
         total.sort()
         return {
             "env": env_dir.name,
@@ -83,6 +104,8 @@ async def bench_sandboxed_calls(
             "call_p90_us_sandboxed": round(_percentile(total, 0.9), 1),
             "call_p99_us_sandboxed": round(_percentile(total, 0.99), 1),
             "worker_p50_us": round(statistics.median(inner), 1),
+            "first_call_us_new_env": round(await first_call(p), 1),
+            "worker_start_ms_p50": round(await worker_start_ms(p.limits), 1),
             "kills": p.kills,
         }
 
@@ -90,6 +113,17 @@ async def bench_sandboxed_calls(
         return await run(pool)
     async with SandboxPool(SandboxLimits(), workers=1) as own:
         return await run(own)
+
+
+async def worker_start_ms(limits: SandboxLimits, starts: int = 5) -> float:
+    """Median milliseconds from spawning a worker to its "ready" (confined, modules imported)."""
+    times = []
+    for _ in range(starts):
+        start = time.perf_counter_ns()
+        worker = await WorkerProcess.spawn(limits)
+        times.append((time.perf_counter_ns() - start) / 1e6)
+        await worker.destroy()
+    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:

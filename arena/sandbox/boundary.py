@@ -135,6 +135,15 @@ def command(
     return argv, binds
 
 
+def kernel_release() -> tuple[int, int]:
+    """The running kernel's (major, minor) version."""
+    numbers = os.uname().release.split("-")[0].split(".")
+    try:
+        return int(numbers[0]), int(numbers[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
 @functools.cache
 def probe() -> Boundary:
     """Start one confined, trivial interpreter; cached (namespace policy does not change at runtime)."""
@@ -145,6 +154,16 @@ def probe() -> Boundary:
             detail="bubblewrap (bwrap) is not installed: install Debian's bubblewrap package",
         )
     user_ns = os.geteuid() != 0
+    release = kernel_release()
+    if user_ns and release < (5, 14):
+        return Boundary(
+            available=False,
+            detail=f"kernel {'.'.join(map(str, release))} counts RLIMIT_NPROC per uid, not per user "
+            "namespace (5.14 and later do): the process limit would count the service user's own "
+            "processes",
+            bwrap=bwrap,
+            user_namespace=user_ns,
+        )
     argv, _ = command([sys.executable, "-S", "-c", "pass"], disk_mb=1, bwrap=bwrap, user_namespace=user_ns)
     try:
         done = subprocess.run(

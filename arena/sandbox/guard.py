@@ -15,7 +15,7 @@ This is a second layer, installed in the worker after the OS-level confinement
 What it does not guarantee: Python code running in the same interpreter can in principle reach
 the recording state through frame introspection and clear it (the refusal itself still stands),
 SQLite's `ATTACH` opens files without an audit event, and symlinks inside the read-only roots are
-not resolved. The OS layers (chroot, private uid, seccomp, rlimits, network namespace) are the
+not resolved. The OS layers (the bubblewrap namespaces, seccomp, rlimits) are the
 guarantees; this layer turns attempts into clear, early, classified errors.
 """
 

@@ -29,7 +29,8 @@ TOOLS_FILE = "tools.py"
 
 
 def _deny_attach(action: int, *_: Any) -> int:
-    # ATTACH opens a file without a Python audit event; the chroot is the real guard, this is early.
+    # ATTACH opens a file without a Python audit event; the mount namespace is the real guard (no
+    # host file exists there), this refusal is early.
     return sqlite3.SQLITE_DENY if action == _SQLITE_ATTACH else sqlite3.SQLITE_OK
 
 

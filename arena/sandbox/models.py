@@ -22,7 +22,7 @@ class SandboxLimits(BaseModel):
 
     `memory_mb` is the address space a job may add on top of the worker's own baseline (the
     interpreter with Arena's modules imported, about 40 MB), so the figure means the same on
-    every machine. `max_processes` bounds the processes and threads of the worker's private uid,
+    every machine. `max_processes` bounds the processes and threads of the worker's sandbox,
     the worker itself included. `disk_mb` sizes the private temporary directory.
     """
 
