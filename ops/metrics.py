@@ -92,6 +92,40 @@ class Metrics:
         self.overall_pass_rate = Gauge(
             "arena_overall_pass_rate", "Evaluation pass rate over all arena environments.", registry=r
         )
+        # The yardstick: fixed tasks at fixed levels, every tool, greedy (`ops.phases.yardstick`).
+        self.yardstick_pass_rate = Gauge(
+            "arena_yardstick_pass_rate",
+            "Yardstick pass rate of the live policy in the last round, by environment and level (all: pooled).",
+            ["environment", "level"],
+            registry=r,
+        )
+        self.yardstick_overall = Gauge(
+            "arena_yardstick_overall_pass_rate",
+            "Yardstick pass rate over every arena environment.",
+            registry=r,
+        )
+        self.yardstick_overall_low = Gauge(
+            "arena_yardstick_overall_pass_rate_low",
+            "Lower bound of the overall yardstick pass rate's Wilson 95% interval.",
+            registry=r,
+        )
+        self.yardstick_overall_high = Gauge(
+            "arena_yardstick_overall_pass_rate_high",
+            "Upper bound of the overall yardstick pass rate's Wilson 95% interval.",
+            registry=r,
+        )
+        self.publish_decisions = Counter(
+            "arena_publish_decisions_total",
+            "Trained policies published or held back by the yardstick gate.",
+            ["decision"],
+            registry=r,
+        )
+        self.eval_tool_subset = Gauge(
+            "arena_eval_tool_subset",
+            "Distractor tools the fresh evaluation shows beside each task's reference tools "
+            "(trainer.tool_subset); -1 when it shows every tool.",
+            registry=r,
+        )
         self.reward = Histogram(
             "arena_episode_reward", "Episode rewards.", ["environment"], buckets=REWARD_BUCKETS, registry=r
         )
@@ -192,6 +226,9 @@ class Metrics:
                 self.synthesis_gate.labels(gate=gate, result=result)
         for component in ("phase", "admin", "model", "store"):
             self.errors.labels(component=component)
+        for decision in ("published", "held_back"):
+            self.publish_decisions.labels(decision=decision)
+        self.eval_tool_subset.set(-1)
         self.paused.set(0)
         self.ready.set(0)
         self.weak_envs.set(0)

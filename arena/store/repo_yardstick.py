@@ -47,6 +47,18 @@ async def runs(session: AsyncSession, round_no: int, stage: str) -> list[Yardsti
     return list((await session.exec(stmt)).all())
 
 
+async def latest_runs_of(session: AsyncSession, policy: str, *, before_round: int) -> list[YardstickRunRow]:
+    """The runs of `policy` from the newest (round, stage) before `before_round` that measured it."""
+    stmt = (
+        select(YardstickRunRow.round, YardstickRunRow.stage)
+        .where(YardstickRunRow.policy == policy, col(YardstickRunRow.round) < before_round)
+        .order_by(col(YardstickRunRow.round).desc(), col(YardstickRunRow.stage).desc())
+        .limit(1)
+    )
+    newest = (await session.exec(stmt)).first()
+    return [] if newest is None else await runs(session, int(newest[0]), str(newest[1]))
+
+
 async def rounds_measured(session: AsyncSession, stage: str = "live") -> list[int]:
     """The rounds with runs of `stage`, oldest first."""
     stmt = select(YardstickRunRow.round).where(YardstickRunRow.stage == stage).group_by(YardstickRunRow.round)

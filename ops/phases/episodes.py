@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 from pydantic import BaseModel, Field
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import EpisodeRow, TaskRow, repo
 from ops.phases.base import PhaseContext, StopRequested
@@ -48,20 +49,30 @@ async def store_tasks(ctx: PhaseContext, tasks: Sequence[TaskRow]) -> None:
             await repo.upsert_task(s, task)
 
 
-async def run_work_items(
-    ctx: PhaseContext, items: Sequence[WorkItem], runner: Runner, *, purpose: str, concurrency: int = 1
-) -> dict[str, Any]:
-    """Run the items not yet stored, `concurrency` at a time; returns counts and reward statistics."""
-    async with ctx.store.transaction() as s:
-        existing = await repo.episode_keys(s, ctx.round, purpose=None)
-    todo = [it for it in items if (it.task_id, it.sample_idx) not in existing]
-    total, done = len(items), len(items) - len(todo)
-    ctx.progress(done, total, f"{len(todo)} episodes to run")
+Saver = Callable[[AsyncSession, WorkItem, EpisodeResult], Awaitable[None]]
+
+
+async def run_items(
+    ctx: PhaseContext,
+    items: Sequence[WorkItem],
+    runner: Runner,
+    *,
+    done: set[tuple[str, int]],
+    save: Saver,
+    concurrency: int = 1,
+) -> int:
+    """Run the items whose (task id, sample index) is not in `done`, `concurrency` at a time.
+
+    Each result is saved by `save` in its own transaction as soon as it is in; returns how many ran.
+    """
+    todo = [it for it in items if (it.task_id, it.sample_idx) not in done]
+    total, finished = len(items), len(items) - len(todo)
+    ctx.progress(finished, total, f"{len(todo)} episodes to run")
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     stopped = False
 
     async def one(item: WorkItem) -> None:
-        nonlocal done, stopped
+        nonlocal finished, stopped
         async with limiter:
             try:
                 await ctx.safe_point()
@@ -70,37 +81,51 @@ async def run_work_items(
                 return
             result = await runner(item)
             async with ctx.store.transaction() as s:
-                await repo.upsert_episode(
-                    s,
-                    EpisodeRow(
-                        round=ctx.round,
-                        task_id=item.task_id,
-                        sample_idx=item.sample_idx,
-                        env=item.env,
-                        purpose=purpose,
-                        reward=result.reward,
-                        passed=result.passed,
-                        finish=result.finish,
-                        transcript=result.transcript,
-                        verdict=result.verdict,
-                    ),
-                )
+                await save(s, item, result)
             ctx.metrics.record_episode(item.env, result.finish, result.reward)
-            done += 1
-            ctx.progress(done, total)
+            finished += 1
+            ctx.progress(finished, total)
 
     async with anyio.create_task_group() as tg:
         for item in todo:
             tg.start_soon(one, item)
     if stopped:
         raise StopRequested
+    return len(todo)
+
+
+async def run_work_items(
+    ctx: PhaseContext, items: Sequence[WorkItem], runner: Runner, *, purpose: str, concurrency: int = 1
+) -> dict[str, Any]:
+    """Run the items not yet stored as episodes; returns counts and reward statistics."""
+    async with ctx.store.transaction() as s:
+        existing = await repo.episode_keys(s, ctx.round, purpose=None)
+
+    async def save(s: AsyncSession, item: WorkItem, result: EpisodeResult) -> None:
+        await repo.upsert_episode(
+            s,
+            EpisodeRow(
+                round=ctx.round,
+                task_id=item.task_id,
+                sample_idx=item.sample_idx,
+                env=item.env,
+                purpose=purpose,
+                reward=result.reward,
+                passed=result.passed,
+                finish=result.finish,
+                transcript=result.transcript,
+                verdict=result.verdict,
+            ),
+        )
+
+    ran = await run_items(ctx, items, runner, done=existing, save=save, concurrency=concurrency)
     async with ctx.store.transaction() as s:
         episodes = await repo.episodes_for_round(s, ctx.round, purpose=purpose)
     rewards = [e.reward for e in episodes]
     stats = {
         "episodes": len(episodes),
-        "ran": len(todo),
-        "skipped_existing": total - len(todo),
+        "ran": ran,
+        "skipped_existing": len(items) - ran,
         "reward_mean": statistics.fmean(rewards) if rewards else None,
         "reward_stddev": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
         "passed": sum(e.passed for e in episodes),

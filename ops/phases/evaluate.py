@@ -7,6 +7,8 @@
    (`round.eval_simulated`). Tasks are stored with the round and reused if the phase restarts.
 3. Episodes through the trainer's own `run_and_verify` (same prompts, tool views and caps as
    training, temperature 0), stored one by one keyed by round/task/sample (`run_work_items`).
+4. Beside them the yardstick (`ops.phases.yardstick`): fixed tasks at fixed levels, every tool,
+   greedy; its pass rates with 95% intervals say whether the policy got better.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import EnvironmentRow, repo
+from ops.phases import yardstick
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem, run_work_items
-from ops.phases.runtime import episode_helpers, load_envs, sandbox_pool, serve_live_policy, trainer_config
+from ops.phases.episodes import WorkItem, run_work_items
+from ops.phases.eval_runner import episode_runner, simulated_tasks
+from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
+from ops.phases.yardstick_scores import publish_metrics
 
 log = structlog.get_logger(__name__)
 
@@ -77,10 +82,11 @@ class EvaluatePhase(BasePhase):
         await serve_live_policy(ctx)
         tconf = trainer_config(ctx, temperature=0.0)
         levels = await difficulties(ctx)
-        needs_pool = any(envs[n].sandboxed for n in chosen)
+        # The yardstick's environments are among the candidates (drawn once from them).
+        needs_pool = any(envs[n].sandboxed for n in {*chosen, *candidates})
         async with sandbox_pool(ctx, needed=needs_pool) as pool:
             tasks, reports = await self._tasks(ctx, envs, chosen, levels, pool)
-            runner, runnable, unprepared = await self._runner(ctx, envs, tasks, tconf, pool)
+            runner, runnable, unprepared = await episode_runner(ctx, envs, tasks, tconf, pool)
             items = [
                 WorkItem(task_id=t.full_id, env=t.env, sample_idx=i, task=t.model_dump(mode="json"))
                 for t in tasks
@@ -90,6 +96,13 @@ class EvaluatePhase(BasePhase):
             stats = await run_work_items(
                 ctx, items, runner, purpose="eval", concurrency=rcfg.episode_concurrency
             )
+            yard_tasks, yard_levels = await yardstick.ensure_drawn(ctx, envs, candidates, pool)
+            yard = None
+            if yard_tasks:
+                policy = await yardstick.live_policy(ctx)
+                yard = await yardstick.measure(
+                    ctx, envs, yard_tasks, yard_levels, stage="live", policy=policy, pool=pool
+                )
         async with ctx.store.transaction() as s:
             rates = await repo.pass_rates(s, ctx.round, purpose="eval")
         by_category: dict[str, list[float]] = defaultdict(list)
@@ -105,6 +118,10 @@ class EvaluatePhase(BasePhase):
             "difficulty": {n: levels[n].as_dict() for n in chosen},
             "pass_rates": rates,
             "category_pass_rates": category_rates,
+            # Disclosure: the fresh pass rates saw only each task's reference tools plus this many
+            # distractors (None: every tool); the yardstick always sees every tool.
+            "tool_subset": tconf.tool_subset,
+            "yardstick": yard,
         }
 
     async def _record_envs(self, ctx: PhaseContext, envs: dict[str, Any]) -> None:
@@ -142,67 +159,10 @@ class EvaluatePhase(BasePhase):
                     ctx, env, n, seed=ctx.seed, difficulty=levels[name], sandbox=pool, reports=reports
                 )
             else:
-                fresh = await self._simulated_tasks(ctx, env, n, levels[name])
+                fresh = await simulated_tasks(ctx, env, n, levels[name], seed=ctx.seed)
             await save_tasks(ctx, fresh)
             tasks.extend(fresh)
         return tasks, reports
-
-    async def _simulated_tasks(self, ctx: PhaseContext, env: Any, n: int, difficulty: Any) -> list[Any]:
-        from simulate.simulators.common import SimulatorError
-        from simulate.simulators.taskgen import TaskGenerator
-
-        generator = TaskGenerator(await ctx.models.helper())
-        out = []
-        for i in range(n):
-            try:
-                out.append(
-                    await generator.generate(env, difficulty, seed=ctx.seed * 100 + i, round_id=ctx.round)
-                )
-            except SimulatorError as exc:
-                log.warning("eval.taskgen_failed", env=env.name, problems=exc.problems[:3])
-        return out
-
-    async def _runner(
-        self, ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
-    ) -> tuple[Runner, set[str], list[str]]:
-        """The episode runner, the task ids it can run, and a line per task that could not be prepared."""
-        from trainer.rollout import run_and_verify
-        from trainer.tasks import prepare_tasks
-
-        executable = [t for t in tasks if envs[t.env].kind == "executable"]
-        prepared, skipped = await prepare_tasks(
-            executable, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
-        )
-        by_key = {p.key: p for p in prepared}
-        simulated = {t.full_id: t for t in tasks if envs[t.env].kind == "simulated"}
-        helpers = await episode_helpers(ctx, executable)
-
-        async def run(item: WorkItem) -> EpisodeResult:
-            policy = await ctx.models.policy()
-            if item.task_id in simulated:
-                from simulate.simenv import run_simulated_episode
-
-                episode = await run_simulated_episode(
-                    policy,
-                    envs[item.env],
-                    simulated[item.task_id],
-                    helper=await ctx.models.helper(),
-                    config=tconf.episode,
-                )
-                transcript, verdict = episode.transcript, episode.verdict
-            else:
-                transcript, verdict = await run_and_verify(
-                    policy, by_key[item.task_id], tconf, user=helpers.user, judge=helpers.judge, sandbox=pool
-                )
-            return EpisodeResult(
-                reward=verdict.reward,
-                passed=verdict.passed,
-                finish=str(transcript.finish),
-                transcript=transcript.model_dump(mode="json"),
-                verdict=verdict.model_dump(mode="json"),
-            )
-
-        return run, set(by_key) | set(simulated), skipped
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
         """Publish the pass rates to the metrics once the phase is committed."""
@@ -213,3 +173,7 @@ class EvaluatePhase(BasePhase):
         rates = list(output.get("pass_rates", {}).values())
         if rates:
             ctx.metrics.overall_pass_rate.set(sum(rates) / len(rates))
+        subset = output.get("tool_subset")
+        ctx.metrics.eval_tool_subset.set(-1 if subset is None else subset)
+        if output.get("yardstick"):
+            publish_metrics(ctx.metrics, output["yardstick"])

@@ -5,7 +5,11 @@ Local policy backend: the daemon's own policy model loads the new safetensors
 `trainer.publish_dir` (a folder the server reads) and the server reloads it
 (`trainer.publish.HttpWeightPublisher`). The `checkpoints` row (parent, path, metrics) is written
 with the phase's done mark; rerunning the phase after a crash publishes the same folder again.
-Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
+With `trainer.publish_gate`, the new weights are first measured on the yardstick (every tool,
+greedy) and compared with this round's runs of the parent (EVALUATE's): a policy below the
+parent's 95% interval is held back (the parent is loaded again and stays the one the next round
+trains), its row is kept unpublished, and either decision is an event (`publish.accepted`,
+`publish.held_back`). Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
 rounds are deleted (never the live policy's, nor the one it was trained from).
 """
 
@@ -21,6 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from arena.store import CheckpointRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.runtime import checkpoints_dir, http_publisher, prune_round_dirs
+from ops.phases.yardstick_scores import GateDecision, gate, publish_metrics
 
 log = structlog.get_logger(__name__)
 
@@ -50,13 +55,55 @@ class PublishPhase(BasePhase):
         ctx.progress(0, 1, "publishing weights")
         target = await self._publish(ctx, Path(checkpoint), int(train.get("steps") or 0))
         ctx.progress(1, 1)
+        decision, candidate = await self._gate(ctx, train)
+        if not decision.publish and train.get("parent_dir"):
+            # Held back: the parent goes live again, and stays the policy the next round trains.
+            target = await self._publish(ctx, Path(train["parent_dir"]), 0)
         protect = [Path(checkpoint)] + ([Path(train["parent_dir"])] if train.get("parent_dir") else [])
         pruned = await anyio.to_thread.run_sync(
             prune_round_dirs, checkpoints_dir(ctx), ctx.config.trainer.keep_rounds, protect
         )
         if pruned:
             log.info("publish.pruned", rounds=[p.name for p in pruned], keep=ctx.config.trainer.keep_rounds)
-        return {**out, "policy": "updated", "target": target, "pruned": [p.name for p in pruned]}
+        return {
+            **out,
+            "policy": "updated" if decision.publish else "held back",
+            "target": target,
+            "pruned": [p.name for p in pruned],
+            "gate": decision.model_dump(mode="json"),
+            "yardstick": candidate,
+        }
+
+    async def _gate(
+        self, ctx: PhaseContext, train: dict[str, Any]
+    ) -> tuple[GateDecision, dict[str, Any] | None]:
+        """The trained policy (already loaded) on the yardstick, against this round's parent runs."""
+        from arena.store import repo_yardstick
+        from ops.phases.runtime import load_envs, sandbox_pool
+        from ops.phases.yardstick import ensure_drawn, measure
+
+        enabled = ctx.config.trainer.publish_gate
+        if not enabled:
+            return gate([], [], enabled=False), None
+        envs = load_envs(ctx)
+        async with ctx.store.transaction() as s:
+            parent_runs = await repo_yardstick.runs(s, ctx.round, "live")
+        async with sandbox_pool(
+            ctx, needed=any(envs[r.env].sandboxed for r in parent_runs if r.env in envs)
+        ) as pool:
+            tasks, levels = await ensure_drawn(ctx, envs, [], pool)
+            wanted = {r.task_id for r in parent_runs}
+            tasks = [t for t in tasks if t.full_id in wanted]
+            if not tasks:
+                return gate(parent_runs, [], enabled=True), None
+            candidate = await measure(
+                ctx, envs, tasks, levels, stage="candidate", policy=checkpoint_id(ctx.round), pool=pool
+            )
+        async with ctx.store.transaction() as s:
+            candidate_runs = await repo_yardstick.runs(s, ctx.round, "candidate")
+        decision = gate(parent_runs, candidate_runs, enabled=True)
+        log.info("publish.gate", publish=decision.publish, reason=decision.reason)
+        return decision, candidate
 
     async def _publish(self, ctx: PhaseContext, checkpoint: Path, step: int) -> str:
         from trainer.publish import LocalWeightPublisher
@@ -73,17 +120,33 @@ class PublishPhase(BasePhase):
         return target
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
-        """Add the lineage row with the phase's done mark."""
-        if output["checkpoint"]:
-            await repo.add_checkpoint(
-                session,
-                CheckpointRow(
-                    id=checkpoint_id(ctx.round),
-                    round=ctx.round,
-                    parent_id=output["parent"],
-                    path=str(output["checkpoint"]),
-                    published=True,
-                    metrics={"pass_rates": output["pass_rates"], **output["train"]},
-                ),
-            )
+        """Add the lineage row (published or held back) and the gate's decision with the done mark."""
+        if not output["checkpoint"]:
+            return
+        published = output["policy"] == "updated"
+        gate_out = output.get("gate") or {}
+        await repo.add_checkpoint(
+            session,
+            CheckpointRow(
+                id=checkpoint_id(ctx.round),
+                round=ctx.round,
+                parent_id=output["parent"],
+                path=str(output["checkpoint"]),
+                published=published,
+                metrics={"pass_rates": output["pass_rates"], **output["train"], "gate": gate_out},
+            ),
+        )
+        action = "publish.accepted" if published else "publish.held_back"
+        detail = {
+            "round": ctx.round,
+            "checkpoint": checkpoint_id(ctx.round),
+            "parent": output["parent"],
+            **gate_out,
+        }
+        await repo.record_event(session, "publish_gate", action, detail)
+        ctx.metrics.publish_decisions.labels(decision="published" if published else "held_back").inc()
+        if published:
             ctx.metrics.checkpoints.inc()
+            if output.get("yardstick"):
+                # The live policy is now the candidate: its yardstick figures are the current ones.
+                publish_metrics(ctx.metrics, output["yardstick"])

@@ -62,8 +62,14 @@ async def graph_tasks(
     guideline: Any = None,
     distractor_pool: Sequence[str] = (),
     reports: list[dict[str, Any]],
+    label: str | None = None,
 ) -> list[Any]:
-    """`n` gated graph tasks (targeted when a `guideline` is given); the report goes to metrics and `reports`."""
+    """`n` gated graph tasks (targeted when a `guideline` is given); the report goes to metrics and `reports`.
+
+    `label` names the tasks' use in the metrics (`yardstick` when drawing it; default the origin).
+    Any other task that repeats a yardstick task of the environment is dropped: the yardstick is
+    never trained on, and a graph walk from another seed can land on the same exercise.
+    """
     from arena.synth.filters import GateConfig
     from arena.synth.graph_tasks import synthesize_graph_tasks
     from arena.synth.targeted import guideline_bias
@@ -94,17 +100,25 @@ async def graph_tasks(
     else:
         kwargs["difficulty"] = difficulty
     result = await synthesize_graph_tasks(env, n, **kwargs)
-    reports.append(record_synthesis(ctx, result.report, origin))
+    reports.append(record_synthesis(ctx, result.report, label or origin))
+    tasks = list(result.tasks)
+    if label != "yardstick":
+        from ops.phases.yardstick import fingerprint, fingerprints
+
+        held = await fingerprints(ctx, env.name)
+        tasks = [t for t in tasks if fingerprint(t) not in held]
+        if len(tasks) < len(result.tasks):
+            log.info("synth.yardstick_excluded", env=env.name, dropped=len(result.tasks) - len(tasks))
     log.info(
         "synth.done",
         env=env.name,
         origin=origin,
         requested=n,
-        kept=len(result.tasks),
+        kept=len(tasks),
         rejections=result.report.rejections,
         seconds=round(result.report.seconds, 2),
     )
-    return list(result.tasks)
+    return tasks
 
 
 def pick(

@@ -165,7 +165,8 @@ def test_round_folders_past_the_newest_are_deleted_unless_they_hold_a_protected_
 
 @pytest.mark.anyio
 async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(make_config) -> None:
-    config = make_config(ARENA_TRAINER__KEEP_ROUNDS="2")
+    # No yardstick here (no store): the gate, tested in test_yardstick.py, is off.
+    config = make_config(ARENA_TRAINER__KEEP_ROUNDS="2", ARENA_TRAINER__PUBLISH_GATE="false")
     root = config.data.dir / "checkpoints"
     for number in (1, 2, 3):
         folder = root / f"round-{number:04d}" / "grpo" / "checkpoints" / "step-000002"

@@ -1,0 +1,79 @@
+"""Greedy evaluation episodes, shared by the fresh-task evaluation and the yardstick.
+
+Both run the trainer's own `run_and_verify` (the prompts, tool views and caps of training) or a
+simulated environment's episode; they differ only in the tool view: the fresh evaluation shows
+what training shows (`trainer.tool_subset`), the yardstick always every tool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from ops.phases.base import PhaseContext
+from ops.phases.episodes import EpisodeResult, Runner, WorkItem
+from ops.phases.runtime import episode_helpers
+
+log = structlog.get_logger(__name__)
+
+
+async def simulated_tasks(ctx: PhaseContext, env: Any, n: int, difficulty: Any, *, seed: int) -> list[Any]:
+    """Up to `n` tasks of a simulated environment from the TRUSTEE task generator (failures logged)."""
+    from simulate.simulators.common import SimulatorError
+    from simulate.simulators.taskgen import TaskGenerator
+
+    generator = TaskGenerator(await ctx.models.helper())
+    out = []
+    for i in range(n):
+        try:
+            out.append(await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=ctx.round))
+        except SimulatorError as exc:
+            log.warning("eval.taskgen_failed", env=env.name, problems=exc.problems[:3])
+    return out
+
+
+async def episode_runner(
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
+) -> tuple[Runner, set[str], list[str]]:
+    """The episode runner, the task ids it can run, and a line per task that could not be prepared.
+
+    `tconf.tool_subset` decides the tool view of executable tasks (None: every tool).
+    """
+    from trainer.rollout import run_and_verify
+    from trainer.tasks import prepare_tasks
+
+    executable = [t for t in tasks if envs[t.env].kind == "executable"]
+    prepared, skipped = await prepare_tasks(
+        executable, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
+    )
+    by_key = {p.key: p for p in prepared}
+    simulated = {t.full_id: t for t in tasks if envs[t.env].kind == "simulated"}
+    helpers = await episode_helpers(ctx, executable)
+
+    async def run(item: WorkItem) -> EpisodeResult:
+        policy = await ctx.models.policy()
+        if item.task_id in simulated:
+            from simulate.simenv import run_simulated_episode
+
+            episode = await run_simulated_episode(
+                policy,
+                envs[item.env],
+                simulated[item.task_id],
+                helper=await ctx.models.helper(),
+                config=tconf.episode,
+            )
+            transcript, verdict = episode.transcript, episode.verdict
+        else:
+            transcript, verdict = await run_and_verify(
+                policy, by_key[item.task_id], tconf, user=helpers.user, judge=helpers.judge, sandbox=pool
+            )
+        return EpisodeResult(
+            reward=verdict.reward,
+            passed=verdict.passed,
+            finish=str(transcript.finish),
+            transcript=transcript.model_dump(mode="json"),
+            verdict=verdict.model_dump(mode="json"),
+        )
+
+    return run, set(by_key) | set(simulated), skipped

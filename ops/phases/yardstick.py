@@ -1,0 +1,196 @@
+"""The yardstick: a fixed set of tasks per arena environment, run every round with every tool, greedy.
+
+EVALUATE's fresh tasks follow the curriculum, so their pass rate is held in the curriculum's band
+by design; the yardstick says whether the policy got better. It is
+
+- drawn once: on the first round, for up to `round.eval_max_envs` arena environments picked with
+  the daemon's seed (not the round's), `round.yardstick_tasks_per_level` tasks per level of
+  `yardstick_scores.LEVELS`, with a seed that does not depend on the round; stored in
+  `yardstick_tasks` and never redrawn (a later environment version is reported, not redrawn);
+- never trained on: its tasks live in their own table, which SYNTHESIZE and TRAIN never read, and
+  `ops.phases.tasks.graph_tasks` drops any training task that repeats one (`fingerprint`);
+- measured per round and stage (`live`: EVALUATE's policy; `candidate`: the policy PUBLISH gates)
+  into `yardstick_runs`. A policy already measured on the same tasks (the candidate published last
+  round, or a parent that was kept) is not run again: greedy decoding gives it the same episodes,
+  so its runs are copied to this round and the output says where they came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from arena.store import YardstickRunRow, YardstickTaskRow, repo, repo_yardstick
+from arena.store.tables import utcnow
+from ops.phases.base import PhaseContext
+from ops.phases.episodes import EpisodeResult, WorkItem, run_items
+from ops.phases.eval_runner import episode_runner, simulated_tasks
+from ops.phases.runtime import trainer_config
+from ops.phases.tasks import graph_tasks, pick
+from ops.phases.yardstick_scores import LEVELS, summarize
+
+log = structlog.get_logger(__name__)
+VERSION = 1  # of the drawing procedure, stored with every task
+
+
+def fingerprint(task: Any) -> str:
+    """What makes two tasks the same exercise: environment, instruction and reference calls."""
+    calls = [[c.name, c.arguments] for c in task.reference]
+    return json.dumps([task.env, " ".join(task.instruction.split()).lower(), calls], sort_keys=True)
+
+
+async def fingerprints(ctx: PhaseContext, env: str) -> set[str]:
+    """The fingerprints of an environment's yardstick tasks (what training must never repeat)."""
+    from arena.tasks.model import Task
+
+    async with ctx.store.transaction() as s:
+        rows = await repo_yardstick.tasks(s, [env])
+    return {fingerprint(Task.model_validate(r.data)) for r in rows}
+
+
+async def live_policy(ctx: PhaseContext) -> str:
+    """The id of the published checkpoint EVALUATE measures (`base` before the first publish)."""
+    async with ctx.store.transaction() as s:
+        latest = await repo.latest_checkpoint(s, published=True)
+    return latest.id if latest is not None else "base"
+
+
+def _seed(ctx: PhaseContext, level_index: int) -> int:
+    # Fixed for the life of the store: never the round's seed, so a restart draws the same tasks.
+    return (ctx.config.daemon.seed + 1) * 7_919 + 104_729 * (level_index + 1)
+
+
+async def ensure_drawn(
+    ctx: PhaseContext, envs: dict[str, Any], candidates: Sequence[str], pool: Any
+) -> tuple[list[Any], dict[str, str]]:
+    """The yardstick's tasks (drawn now if none are stored) and each task's level, by full id."""
+    from arena.tasks.model import Task
+
+    n = ctx.config.round.yardstick_tasks_per_level
+    async with ctx.store.transaction() as s:
+        rows = await repo_yardstick.tasks(s)
+    if not rows and n > 0 and candidates:
+        chosen = pick(
+            list(candidates),
+            ctx.config.round.eval_max_envs,
+            ctx.config.daemon.seed,
+            key=lambda name: envs[name].kind != "executable",
+        )
+        rows = await _draw(ctx, envs, chosen, n, pool)
+    order = list(LEVELS)
+    known = sorted((r for r in rows if r.env in envs), key=lambda r: (r.env, order.index(r.level), r.id))
+    drifted = sorted({r.env for r in known if r.env_version and r.env_version != envs[r.env].version})
+    if drifted:
+        log.warning("yardstick.env_changed", envs=drifted, note="tasks drawn on an older version are kept")
+    tasks = [Task.model_validate(r.data) for r in known]
+    return tasks, {f"{r.env}/{Task.model_validate(r.data).id}": r.level for r in known}
+
+
+async def _draw(
+    ctx: PhaseContext, envs: dict[str, Any], chosen: Sequence[str], n: int, pool: Any
+) -> list[YardstickTaskRow]:
+    rows: list[YardstickTaskRow] = []
+    reports: list[dict[str, Any]] = []
+    for name in chosen:
+        env = envs[name]
+        for index, (level, difficulty) in enumerate(LEVELS.items()):
+            await ctx.safe_point()
+            ctx.progress(0, 0, f"drawing the {level} yardstick of {name}")
+            seed = _seed(ctx, index)
+            if env.kind == "executable":
+                drawn = await graph_tasks(
+                    ctx,
+                    env,
+                    n,
+                    seed=seed,
+                    difficulty=difficulty,
+                    sandbox=pool,
+                    reports=reports,
+                    label="yardstick",
+                )
+            else:
+                drawn = await simulated_tasks(ctx, env, n, difficulty, seed=seed)
+            for task in drawn:
+                task = task.model_copy(update={"id": f"ys-{level}-{task.id}"[:180], "round": None})
+                rows.append(
+                    YardstickTaskRow(
+                        id=task.full_id,
+                        env=name,
+                        level=level,
+                        version=VERSION,
+                        env_version=str(env.version),
+                        data=task.model_dump(mode="json"),
+                    )
+                )
+    async with ctx.store.transaction() as s:
+        await repo_yardstick.add_tasks(s, rows)
+    log.info("yardstick.drawn", envs=list(chosen), tasks=len(rows), per_level=n)
+    return rows
+
+
+async def measure(
+    ctx: PhaseContext,
+    envs: dict[str, Any],
+    tasks: list[Any],
+    levels: dict[str, str],
+    *,
+    stage: str,
+    policy: str,
+    pool: Any,
+) -> dict[str, Any]:
+    """Run (or reuse) the yardstick for `policy`; returns its summary and how it was measured."""
+    reused = await _reuse(ctx, stage, policy, set(levels))
+    async with ctx.store.transaction() as s:
+        done = {(r.task_id, 0) for r in await repo_yardstick.runs(s, ctx.round, stage)}
+    # Every tool, greedy: the yardstick never shares the training view's help (trainer.tool_subset).
+    tconf = trainer_config(ctx, temperature=0.0).model_copy(update={"tool_subset": None})
+    pending = [t for t in tasks if (t.full_id, 0) not in done]
+    unprepared: list[str] = []
+    if pending:
+        runner, runnable, unprepared = await episode_runner(ctx, envs, pending, tconf, pool)
+        items = [
+            WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in pending if t.full_id in runnable
+        ]
+
+        async def save(s: Any, item: WorkItem, result: EpisodeResult) -> None:
+            await repo_yardstick.add_run(
+                s,
+                YardstickRunRow(
+                    round=ctx.round,
+                    stage=stage,
+                    task_id=item.task_id,
+                    env=item.env,
+                    level=levels[item.task_id],
+                    policy=policy,
+                    passed=result.passed,
+                    reward=result.reward,
+                    finish=result.finish,
+                ),
+            )
+
+        await run_items(
+            ctx, items, runner, done=done, save=save, concurrency=ctx.config.round.episode_concurrency
+        )
+    async with ctx.store.transaction() as s:
+        runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
+    summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")
+    return {**summary, "reused_from": reused, "unprepared": unprepared, "tool_subset": None}
+
+
+async def _reuse(ctx: PhaseContext, stage: str, policy: str, wanted: set[str]) -> dict[str, Any] | None:
+    """Copy the newest earlier runs of the same policy on the same tasks to this round and stage."""
+    async with ctx.store.transaction() as s:
+        if await repo_yardstick.runs(s, ctx.round, stage):
+            return None  # this round already has runs of its own (a restarted phase)
+        earlier = await repo_yardstick.latest_runs_of(s, policy, before_round=ctx.round)
+        if not earlier or {r.task_id for r in earlier} != wanted:
+            return None
+        for r in earlier:
+            copied = {**r.model_dump(), "round": ctx.round, "stage": stage, "created_at": utcnow()}
+            await repo_yardstick.add_run(s, YardstickRunRow.model_validate(copied))
+    source = {"round": earlier[0].round, "stage": earlier[0].stage}
+    log.info("yardstick.reused", policy=policy, **source)
+    return source

@@ -1,0 +1,202 @@
+"""The yardstick: drawn once, never trained on, measured with every tool, reused for the same policy,
+and the publish gate that holds back a policy worse than its parent (scripted fake policies)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from arena.store import Store, repo, repo_yardstick
+from ops.metrics import Metrics
+from ops.phases.base import PhaseContext
+from ops.phases.yardstick_scores import gate, score, summarize
+
+HERE = Path(__file__).parent
+
+
+def _fakes() -> Any:
+    spec = importlib.util.spec_from_file_location("arena_test_yardstick_fakes", HERE / "yardstick_fakes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(task: str, passed: bool, env: str = "banking", level: str = "easy") -> SimpleNamespace:
+    return SimpleNamespace(task_id=task, env=env, level=level, passed=passed)
+
+
+def test_scores_pool_levels_and_environments_with_wilson_intervals() -> None:
+    runs = [run("a", True), run("b", False, level="hard"), run("c", True, env="library")]
+    out = summarize(runs, stage="live", policy="base")
+    assert out.overall == score(2, 3) and out.tasks == 3
+    assert out.envs["banking"]["all"] == score(1, 2) and out.envs["banking"]["hard"] == score(0, 1)
+    assert out.envs["library"] == {"easy": score(1, 1), "all": score(1, 1)}
+    # 8 out of 10: the textbook Wilson interval.
+    assert (round(score(8, 10).low, 3), round(score(8, 10).high, 3)) == (0.49, 0.943)
+
+
+def test_gate_holds_back_only_a_candidate_below_the_parents_interval() -> None:
+    parent = [run(f"t{i}", True) for i in range(6)]  # 6/6: interval [0.61, 1]
+    worse = [run(f"t{i}", i < 3) for i in range(6)]  # 3/6 = 0.5 < 0.61
+    close = [run(f"t{i}", i < 5) for i in range(6)]  # 5/6 = 0.83: inside the parent's interval
+    held = gate(parent, worse, enabled=True)
+    assert not held.publish and held.candidate == score(3, 6) and held.parent == score(6, 6)
+    assert "below the parent's 95% interval" in held.reason
+    assert gate(parent, close, enabled=True).publish
+    assert gate(parent, worse, enabled=False).publish  # trainer.publish_gate = false
+    # Only tasks both policies ran are compared; none in common: nothing to hold back on.
+    assert gate(parent, [run("other", False)], enabled=True).publish
+
+
+def context(config: Any, store: Store, policy: Any, round_no: int = 1) -> PhaseContext:
+    async def safe_point() -> None:
+        return None
+
+    async def load_policy() -> Any:
+        return policy
+
+    return PhaseContext(
+        round=round_no,
+        phase="evaluate",
+        config=config,
+        store=store,
+        metrics=Metrics(),
+        models=SimpleNamespace(policy=load_policy, helper=load_policy, policy_weights=None),  # type: ignore[arg-type]
+        previous={},
+        _safe_point=safe_point,
+        _progress=lambda done, total, note: None,
+    )
+
+
+SMALL = {
+    "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "1",
+    "ARENA_ROUND__EVAL_MAX_ENVS": "1",
+    "ARENA_ROUND__EPISODE_CONCURRENCY": "1",
+    "ARENA_ROUND__MAX_TURNS": "8",
+    "ARENA_TRAINER__TOOL_SUBSET": "0",
+}
+
+
+@pytest.mark.anyio
+async def test_yardstick_is_drawn_once_measured_with_every_tool_and_reused_for_the_same_policy(
+    make_config,
+) -> None:
+    from ops.phases import yardstick
+    from ops.phases.runtime import load_envs
+    from ops.phases.tasks import graph_tasks
+    from ops.phases.yardstick_scores import LEVELS
+
+    fakes = _fakes()
+    config = make_config(**SMALL)
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        policy = fakes.ScriptedReferencePolicy([])
+        ctx = context(config, store, policy)
+        envs = load_envs(ctx)
+        tasks, levels = await yardstick.ensure_drawn(ctx, envs, ["banking", "library"], None)
+        assert tasks and {t.env for t in tasks} == {"banking"}  # eval_max_envs = 1, picked by the daemon seed
+        assert all(t.id.startswith(f"ys-{levels[t.full_id]}-") for t in tasks)
+        assert set(levels.values()) <= set(LEVELS) and len(tasks) <= len(LEVELS)
+        # Drawn once: another round, other candidates, another size: the same tasks.
+        again = context(
+            make_config(**{**SMALL, "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "3"}), store, policy, 5
+        )
+        same, _ = await yardstick.ensure_drawn(again, envs, ["library"], None)
+        assert [t.full_id for t in same] == [t.full_id for t in tasks]
+
+        policy.by_instruction = {t.instruction: t for t in tasks}
+        out = await yardstick.measure(ctx, envs, tasks, levels, stage="live", policy="base", pool=None)
+        assert out["overall"]["n"] == len(tasks) and out["tool_subset"] is None and out["reused_from"] is None
+        assert out["overall"]["passed"] == len(tasks), "replaying the references passes every task"
+        # Every tool, although trainer.tool_subset = 0 would show only the reference tools.
+        assert policy.tools_shown == {len(envs["banking"].tool_names)}
+        calls = policy.calls
+        # Round 2, same policy, same tasks: the runs are copied, nothing is run again.
+        ctx2 = context(config, store, policy, round_no=2)
+        out2 = await yardstick.measure(ctx2, envs, tasks, levels, stage="live", policy="base", pool=None)
+        assert policy.calls == calls and out2["reused_from"] == {"round": 1, "stage": "live"}
+        assert out2["overall"] == out["overall"]
+        async with store.transaction() as s:
+            assert len(await repo_yardstick.runs(s, 2, "live")) == len(tasks)
+        # Another policy is measured afresh.
+        out3 = await yardstick.measure(
+            ctx2, envs, tasks, levels, stage="candidate", policy="round-0002", pool=None
+        )
+        assert out3["reused_from"] is None and policy.calls > calls
+
+        # Never trained on: training synthesis that lands on a yardstick task drops it.
+        easy = [t for t in tasks if levels[t.full_id] == "easy"]
+        seed = yardstick._seed(ctx, 0)
+        redrawn = await graph_tasks(
+            ctx, envs["banking"], 1, seed=seed, difficulty=LEVELS["easy"], sandbox=None, reports=[]
+        )
+        assert easy and redrawn == []
+        labelled = await graph_tasks(
+            ctx,
+            envs["banking"],
+            1,
+            seed=seed,
+            difficulty=LEVELS["easy"],
+            sandbox=None,
+            reports=[],
+            label="yardstick",
+        )
+        assert [yardstick.fingerprint(t) for t in labelled] == [yardstick.fingerprint(t) for t in easy]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("gate_on", [True, False])
+async def test_publish_holds_back_a_policy_worse_than_its_parent_and_records_the_decision(
+    make_config, gate_on: bool
+) -> None:
+    from ops.phases import yardstick
+    from ops.phases.publish import PublishPhase
+    from ops.phases.runtime import load_envs
+
+    fakes = _fakes()
+    config = make_config(**SMALL, ARENA_TRAINER__PUBLISH_GATE=str(gate_on).lower())
+    root = config.data.dir / "checkpoints"
+    parent_dir, bad = root / "round-0000-base", root / "round-0001" / "step-1-bad"
+    for folder in (parent_dir, bad):
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights")
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        policy = fakes.ScriptedReferencePolicy([])
+        ctx = context(config, store, policy)
+        envs = load_envs(ctx)
+        tasks, levels = await yardstick.ensure_drawn(ctx, envs, ["banking"], None)
+        policy.by_instruction = {t.instruction: t for t in tasks}
+        await yardstick.measure(ctx, envs, tasks, levels, stage="live", policy="base", pool=None)
+        ctx.phase = "publish"
+        ctx.previous = {
+            "train": {"checkpoint": str(bad), "parent": None, "parent_dir": str(parent_dir), "steps": 1}
+        }
+        out = await PublishPhase().run(ctx)
+        async with store.transaction() as s:
+            await PublishPhase().persist(s, ctx, out)
+        async with store.transaction() as s:
+            events = await repo.list_events(s)
+            live = await repo.latest_checkpoint(s, published=True)
+            row = await repo.latest_checkpoint(s)
+    [event] = [e for e in events if e.action.startswith("publish.")]
+    if gate_on:
+        assert out["policy"] == "held back" and policy.loaded == [bad, parent_dir]
+        assert ctx.models.policy_weights == parent_dir and live is None
+        assert row is not None and not row.published and row.metrics["gate"]["publish"] is False
+        assert event.action == "publish.held_back" and event.detail["candidate"]["passed"] == 0
+        assert out["yardstick"]["overall"]["passed"] == 0
+        assert (
+            ctx.metrics.registry.get_sample_value("arena_publish_decisions_total", {"decision": "held_back"})
+            == 1
+        )
+    else:
+        assert out["policy"] == "updated" and policy.loaded == [bad] and live is not None
+        assert event.action == "publish.accepted" and event.detail["reason"] == "trainer.publish_gate is off"
