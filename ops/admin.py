@@ -117,7 +117,7 @@ def build_app(daemon: Daemon, token: str | None) -> Starlette:
 
     async def readyz(_: Request) -> Response:
         ready = daemon.ready and daemon.models_up
-        body = {"ready": ready, "store": daemon.ready, "models": daemon.models_up}
+        body = {"ready": ready, "store": daemon.ready, "models": daemon.models_up, "sandbox": daemon.sandbox}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def status(_: Request) -> Response:

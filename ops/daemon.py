@@ -83,6 +83,7 @@ class Daemon:
         self.progress_state: dict[str, Any] = {"done": 0, "total": 0, "note": ""}
         self.rounds_completed = 0
         self.models_up = False
+        self.sandbox: dict[str, Any] = {"available": None, "detail": "not probed yet"}
         self._wake: anyio.Event | None = None
         # Created in run(): anyio scopes need a running event loop.
         self._work_scope: anyio.CancelScope | None = None
@@ -189,6 +190,17 @@ class Daemon:
                 self.admin.shutdown()
 
     async def _prepare(self) -> None:
+        from arena.sandbox.boundary import probe
+
+        # Synthesized environments run only inside the sandbox boundary: where it cannot be
+        # created, they are refused (their phases fail with this reason), never run weaker.
+        self.sandbox = (await anyio.to_thread.run_sync(probe)).model_dump(include={"available", "detail"})
+        if not self.sandbox["available"]:
+            log.error(
+                "daemon.sandbox_unavailable",
+                detail=self.sandbox["detail"],
+                refused="synthesized environments",
+            )
         if self.config.store.migrate_on_start:
             revision = await self.store.migrate()
             log.info("store.migrated", revision=revision)
@@ -385,6 +397,7 @@ class Daemon:
             "pause_reason": state.pause_reason,
             "stopping": self.stopping,
             "ready": self.ready and self.models_up,
+            "sandbox": self.sandbox,
             "progress": self.progress_state,
             "rounds_completed_this_run": self.rounds_completed,
             "last_completed_round": done.round if done is not None else None,

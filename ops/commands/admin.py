@@ -89,6 +89,12 @@ def _handler(name: str) -> Any:
     return handler
 
 
+def _render_sandbox(sandbox: dict[str, Any]) -> str:
+    if sandbox.get("available") is False:
+        return f"sandbox:    UNAVAILABLE, synthesized environments refused: {sandbox.get('detail')}"
+    return f"sandbox:    {sandbox.get('detail', 'unknown')}"
+
+
 def _render_status(data: dict[str, Any]) -> str:
     progress = data.get("progress") or {}
     lines = [
@@ -101,6 +107,7 @@ def _render_status(data: dict[str, Any]) -> str:
         )
         + ("  stopping" if data.get("stopping") else ""),
         f"ready:      {data.get('ready')}",
+        _render_sandbox(data.get("sandbox") or {}),
         f"progress:   {progress.get('done', 0)}/{progress.get('total', 0)} {progress.get('note', '')}".rstrip(),
         f"last round: {data.get('last_completed_round')}",
     ]

@@ -71,6 +71,27 @@ async def test_readyz_false_while_model_backend_unreachable(make_config, fakes, 
         await client.post("/stop")
 
 
+async def test_no_sandbox_boundary_is_said_at_start_readyz_and_status(
+    make_config, fakes, run_daemon, until, monkeypatch
+) -> None:
+    from arena.sandbox.boundary import probe
+    from ops.commands.admin import _render_status
+
+    monkeypatch.setenv("ARENA_BWRAP", "/nonexistent/bwrap")
+    probe.cache_clear()
+    try:
+        daemon = Daemon(make_config(), phases=fakes.fake_phases(steps=500), handle_signals=False)
+        async with run_daemon(daemon) as client:
+            await until(lambda: daemon.ready)
+            sandbox = (await client.get("/readyz")).json()["sandbox"]
+            assert sandbox["available"] is False and "bubblewrap" in sandbox["detail"]
+            status = (await client.get("/status")).json()
+            assert "UNAVAILABLE, synthesized environments refused: bubblewrap" in _render_status(status)
+            await client.post("/stop")
+    finally:
+        probe.cache_clear()
+
+
 @pytest.mark.skipif(
     shutil.which("promtool") is None, reason="scripts/install-test-tools.sh installs promtool"
 )
