@@ -381,32 +381,7 @@ class Daemon:
     # --- status -----------------------------------------------------------------------------------------------
 
     async def status(self) -> dict[str, Any]:
-        """The JSON document served at /status."""
-        async with self.store.transaction() as s:
-            done = await repo.last_completed_round(s)
-            rates = await repo.pass_rates(s, done.round) if done is not None else {}
-            curriculum = await repo.curriculum_states(s)
-            state = await repo.get_daemon_state(s)
-        difficulties = {env: round(c.difficulty, 4) for env, c in sorted(curriculum.items())}
-        return {
-            "version": VERSION,
-            "round": self.round,
-            "phase": self.phase,
-            "paused": state.paused,
-            "paused_since": repo.as_utc_iso(state.paused_since),
-            "pause_reason": state.pause_reason,
-            "stopping": self.stopping,
-            "ready": self.ready and self.models_up,
-            "sandbox": self.sandbox,
-            "progress": self.progress_state,
-            "rounds_completed_this_run": self.rounds_completed,
-            "last_completed_round": done.round if done is not None else None,
-            "last_pass_rates": rates,
-            "curriculum": {
-                "environments": len(difficulties),
-                "mean_difficulty": round(sum(difficulties.values()) / len(difficulties), 4)
-                if difficulties
-                else None,
-                "difficulty": difficulties,
-            },
-        }
+        """The JSON document served at /status (`ops.status`)."""
+        from ops.status import status_document
+
+        return await status_document(self, VERSION)

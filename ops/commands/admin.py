@@ -111,12 +111,33 @@ def _render_status(data: dict[str, Any]) -> str:
         f"progress:   {progress.get('done', 0)}/{progress.get('total', 0)} {progress.get('note', '')}".rstrip(),
         f"last round: {data.get('last_completed_round')}",
     ]
+    yard = data.get("last_yardstick")
+    if yard:
+        lines.append(
+            f"yardstick:  {interval_text(yard['overall'])}  policy {yard['policy']}, every tool, greedy"
+        )
+        for env, score in sorted(yard["envs"].items()):
+            lines.append(f"  {env:<28} {interval_text(score)}")
     rates = data.get("last_pass_rates") or {}
+    if rates:
+        lines.append(f"fresh tasks ({data.get('last_pass_rates_tool_view') or 'tool view not recorded'}):")
     for env, rate in sorted(rates.items()):
         lines.append(f"  {env:<28} pass rate {rate:.2f}")
+    publish = data.get("last_publish")
+    if publish:
+        lines.append(
+            f"publish:    {publish['policy']}" + (f" ({publish['reason']})" if publish.get("reason") else "")
+        )
     cur = data.get("curriculum") or {}
     if cur.get("environments"):
         lines.append(
             f"curriculum: {cur['environments']} environments, mean difficulty {cur['mean_difficulty']}"
         )
     return "\n".join(lines)
+
+
+def interval_text(score: dict[str, Any] | None) -> str:
+    """`0.50 [0.19, 0.81] (3/6)`: a pass rate with its 95% interval and counts."""
+    if not score or not score.get("n"):
+        return "-"
+    return f"{score['rate']:.2f} [{score['low']:.2f}, {score['high']:.2f}] ({score['passed']}/{score['n']})"

@@ -1,0 +1,121 @@
+"""`arena report [--json] [--rounds A:B]`: what each round measured, diagnosed, planned, made and published."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ops.cli import Cli, CliError
+from ops.commands.admin import interval_text
+
+
+def register(cli: Cli) -> None:
+    """Add `arena report`."""
+    p = cli.command(
+        "report",
+        "One record per round: yardstick and fresh pass rates, diagnosis, plan, synthesized tasks, "
+        "GRPO figures, publish decision.",
+    )
+    p.add_argument("--json", action="store_true", help="print the records as JSON (one document)")
+    p.add_argument("--rounds", metavar="A:B", help="rounds A to B inclusive (A:, :B or one round N)")
+    p.add_argument("--config", type=Path, help="TOML configuration file (default: $ARENA_CONFIG)")
+    p.set_defaults(func=show)
+
+
+def parse_rounds(text: str | None) -> tuple[int | None, int | None]:
+    """`"2:4"` -> (2, 4), `"3:"` -> (3, None), `":5"` -> (None, 5), `"7"` -> (7, 7)."""
+    if not text:
+        return None, None
+    first, sep, last = text.partition(":")
+    try:
+        a = int(first) if first.strip() else None
+        b = int(last) if last.strip() else None
+    except ValueError:
+        raise CliError(f"--rounds must look like A:B, A:, :B or N (round numbers), got {text!r}") from None
+    if not sep:
+        b = a
+    if a is not None and b is not None and a > b:
+        raise CliError(f"--rounds {text}: the first round is after the last")
+    return a, b
+
+
+def show(args: argparse.Namespace) -> int:
+    """Print the records."""
+    from ops.commands.diagnose import read_store
+    from ops.report import read_records
+
+    first, last = parse_rounds(args.rounds)
+    records = read_store(args.config, lambda s: read_records(s, first, last))
+    if args.json:
+        print(json.dumps({"rounds": records}, indent=2))
+        return 0
+    if not records:
+        print("no rounds stored" + (f" in {args.rounds}" if args.rounds else ""))
+        return 0
+    print("\n\n".join(render(r) for r in records))
+    return 0
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
+
+
+def render(r: dict[str, Any]) -> str:
+    """One record as text."""
+    lines = [f"round {r['round']} ({r['status']})"]
+    yard = r.get("yardstick")
+    if yard:
+        reused = yard.get("reused_from")
+        note = f", reused from round {reused['round']} {reused['stage']}" if reused else ""
+        lines.append(
+            f"  yardstick   {interval_text(yard['overall'])}  policy {yard['policy']}, every tool{note}"
+        )
+        for env, levels in sorted(yard["envs"].items()):
+            per = "  ".join(f"{lv} {interval_text(s)}" for lv, s in levels.items() if lv != "all")
+            lines.append(f"    {env:<20} {interval_text(levels.get('all'))}  {per}")
+    fresh = r["fresh"]
+    rates = ", ".join(f"{e} {v:.2f}" for e, v in sorted(fresh["pass_rates"].items())) or "-"
+    lines.append(f"  fresh       {rates}  ({fresh['tool_view']})")
+    diag = r.get("diagnosis")
+    if diag:
+        weak = ", ".join(f"{w['env']} ({(w.get('score') or 0):.2f})" for w in diag["weak_envs"]) or "none"
+        lines.append(f"  diagnosis   {diag['source']}: weak {weak}")
+        for m in diag.get("weak_motifs", []):
+            lines.append(f"    motif     {m.get('motif') or m}")
+        for p in diag["patterns"][:5]:
+            lines.append(
+                f"    pattern   {p.get('env')}: {p.get('category')} {p.get('description', '')}"[:160]
+            )
+    plan = r.get("plan")
+    if plan:
+        lines.append(f"  plan        budget {_counts(plan['budget'])}; {plan['held']} held")
+        for g in plan["guidelines"]:
+            what = "; ".join(str(g[k]) for k in ("motif", "skill", "failure_pattern") if k in g)
+            lines.append(f"    guideline {g['env']} x{g.get('n_tasks', '?')}: {what}"[:160])
+        for d in plan["decisions"]:
+            lines.append(f"    {d['action']:<9} {d['env']}: {d.get('reason', '')}"[:160])
+    synth = r.get("synthesize")
+    if synth:
+        lines.append(f"  synthesize  {synth['tasks']} tasks: {_counts(synth['per_env'])}")
+        lines.append(f"    by origin {_counts(synth['per_origin'])}")
+        for key in ("per_motif", "per_skill"):
+            if synth[key]:
+                lines.append(f"    by {key[4:]:<6} {_counts(synth[key])}")
+    train = r.get("train")
+    if train:
+        if train.get("skipped"):
+            lines.append(f"  train       skipped: {train['skipped']}")
+        else:
+            rm, pr = train.get("reward_mean"), train.get("pass_rate")
+            lines.append(
+                f"  train       {train['steps']} GRPO steps, reward {rm if rm is None else round(rm, 3)}, "
+                f"pass {pr if pr is None else round(pr, 3)}, zero-variance groups "
+                f"{train.get('zero_variance_groups', '-')}/{train.get('groups', '-')} ({train['tool_view']})"
+            )
+    pub = r.get("publish")
+    if pub:
+        reason = (pub.get("gate") or {}).get("reason")
+        lines.append(f"  publish     {pub['policy']}" + (f": {reason}" if reason else ""))
+    return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""`arena report`'s records: one per round, read from what the phases stored.
+
+Each record follows the round's chain: the yardstick and the fresh pass rates (EVALUATE), the weak
+environments, motifs and failure patterns (DIAGNOSE), what PLAN did with them (budget,
+guidelines, difficulty decisions and their reasons), what SYNTHESIZE produced (per environment,
+origin, motif and skill), the GRPO figures (TRAIN) and whether the policy went live (PUBLISH).
+Fields a phase does not store (an older round, or a phase not run yet) are left out or empty;
+nothing here is required beyond the phase outputs themselves.
+
+Disclosure: every figure measured with a tool subset (`trainer.tool_subset`: each task shows its
+reference tools plus N distractors) carries `tool_view`; the yardstick always shows every tool.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+
+def tool_view(subset: int | None) -> str:
+    """How many tools an episode was shown, in words."""
+    if subset is None:
+        return "every tool"
+    return f"reference tools + {subset} distractor{'s' if subset != 1 else ''} (trainer.tool_subset)"
+
+
+def _diagnosis(out: dict[str, Any]) -> dict[str, Any]:
+    report = out.get("report") or {}
+    return {
+        "source": out.get("source"),
+        "fallback_reason": out.get("fallback_reason"),
+        "weak_envs": [
+            {k: w.get(k) for k in ("env", "rank", "score", "pass_rate", "evidence")}
+            for w in report.get("weak_envs", [])
+        ],
+        "weak_motifs": report.get("weak_motifs", []),
+        "patterns": [
+            {
+                k: p.get(k)
+                for k in ("env", "category", "motif", "description", "tools")
+                if p.get(k) is not None
+            }
+            for p in report.get("patterns", [])
+        ],
+    }
+
+
+def _plan(out: dict[str, Any]) -> dict[str, Any]:
+    budget = {e: n for e, n in (out.get("allocation") or {}).get("tasks", {}).items() if n}
+    keep = ("env", "failure_pattern", "skill", "motif", "target_tools", "n_tasks", "difficulty")
+    extra = {k: out[k] for k in ("motifs", "skills", "motif_targets") if k in out}
+    return {
+        "budget": budget,
+        "guidelines": [
+            {k: g[k] for k in keep if g.get(k) not in (None, "", [])} for g in out.get("guidelines", [])
+        ],
+        "decisions": [d for d in out.get("decisions", []) if d.get("action") != "hold"],
+        "held": sum(1 for d in out.get("decisions", []) if d.get("action") == "hold"),
+        **extra,
+    }
+
+
+def _synthesize(out: dict[str, Any]) -> dict[str, Any]:
+    tasks = out.get("tasks", [])
+    return {
+        "tasks": len(tasks),
+        "per_env": dict(Counter(t.get("env") for t in tasks)),
+        "per_origin": dict(Counter(t.get("origin") for t in tasks)),
+        "per_motif": dict(Counter(t["motif"] for t in tasks if t.get("motif"))),
+        "per_skill": dict(Counter(t["skill"] for t in tasks if t.get("skill"))),
+        "acceptance": out.get("acceptance"),
+        "skipped": out.get("skipped"),
+    }
+
+
+def _train(out: dict[str, Any], subset: int | None) -> dict[str, Any]:
+    grpo = out.get("grpo") or {}
+    keys = ("groups", "episodes", "zero_variance_groups", "resampled_groups", "seconds")
+    return {
+        "skipped": out.get("skipped"),
+        "steps": out.get("steps"),
+        "reward_mean": out.get("reward_mean"),
+        "pass_rate": out.get("pass_rate"),
+        **{k: grpo.get(k) for k in keys if k in grpo},
+        "sft": bool(out.get("sft")),
+        "tool_view": tool_view(subset),
+    }
+
+
+def round_record(round_no: int, status: str, outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One round's record from its phases' outputs (by phase name; missing phases give empty parts)."""
+    ev = outputs.get("evaluate") or {}
+    subset = ev.get("tool_subset")
+    publish = outputs.get("publish") or {}
+    record: dict[str, Any] = {
+        "round": round_no,
+        "status": status,
+        "phases_done": sorted(outputs),
+        "yardstick": ev.get("yardstick"),
+        "fresh": {
+            "pass_rates": ev.get("pass_rates", {}),
+            "category_pass_rates": ev.get("category_pass_rates", {}),
+            "difficulty": ev.get("difficulty", {}),
+            "tool_view": tool_view(subset),
+        },
+    }
+    if "diagnose" in outputs:
+        record["diagnosis"] = _diagnosis(outputs["diagnose"])
+    if "plan" in outputs:
+        record["plan"] = _plan(outputs["plan"])
+    if "synthesize" in outputs:
+        record["synthesize"] = _synthesize(outputs["synthesize"])
+    if "train" in outputs:
+        record["train"] = _train(outputs["train"], subset)
+    if "publish" in outputs:
+        record["publish"] = {
+            "policy": publish.get("policy"),
+            "checkpoint": publish.get("checkpoint"),
+            "gate": publish.get("gate"),
+            "candidate_yardstick": publish.get("yardstick"),
+        }
+    return record
+
+
+async def read_records(session: AsyncSession, first: int | None, last: int | None) -> list[dict[str, Any]]:
+    """The records of the stored rounds from `first` to `last` (inclusive; None: open-ended)."""
+    from sqlmodel import col, select
+
+    from arena.store import PhaseRow, RoundRow
+
+    stmt = select(RoundRow).order_by(col(RoundRow.round))
+    if first is not None:
+        stmt = stmt.where(col(RoundRow.round) >= first)
+    if last is not None:
+        stmt = stmt.where(col(RoundRow.round) <= last)
+    rounds = list((await session.exec(stmt)).all())
+    records = []
+    for rnd in rounds:
+        rows = (await session.exec(select(PhaseRow).where(PhaseRow.round == rnd.round))).all()
+        outputs = {r.phase: r.output for r in rows if r.status == "done"}
+        records.append(round_record(rnd.round, rnd.status, outputs))
+    return records

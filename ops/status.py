@@ -1,0 +1,65 @@
+"""The document served at /status (and printed by `arena status`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from arena.store import repo
+
+if TYPE_CHECKING:
+    from ops.daemon import Daemon
+
+
+async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
+    """Round, phase, pause state, progress, the last round's figures and the curriculum summary.
+
+    The last completed round's yardstick (overall and per environment, with 95% intervals) and its
+    publish decision come from the phase outputs; `last_pass_rates` are the fresh tasks', measured
+    with the tool view `last_pass_rates_tool_view` names.
+    """
+    from ops.report import tool_view
+
+    async with daemon.store.transaction() as s:
+        done = await repo.last_completed_round(s)
+        rates = await repo.pass_rates(s, done.round) if done is not None else {}
+        phases = await repo.get_phases(s, done.round) if done is not None else {}
+        curriculum = await repo.curriculum_states(s)
+        state = await repo.get_daemon_state(s)
+    difficulties = {env: round(c.difficulty, 4) for env, c in sorted(curriculum.items())}
+    evaluate = phases["evaluate"].output if "evaluate" in phases else {}
+    publish = phases["publish"].output if "publish" in phases else {}
+    yard = evaluate.get("yardstick") or None
+    return {
+        "version": version,
+        "round": daemon.round,
+        "phase": daemon.phase,
+        "paused": state.paused,
+        "paused_since": repo.as_utc_iso(state.paused_since),
+        "pause_reason": state.pause_reason,
+        "stopping": daemon.stopping,
+        "ready": daemon.ready and daemon.models_up,
+        "sandbox": daemon.sandbox,
+        "progress": daemon.progress_state,
+        "rounds_completed_this_run": daemon.rounds_completed,
+        "last_completed_round": done.round if done is not None else None,
+        "last_pass_rates": rates or evaluate.get("pass_rates", {}),
+        "last_pass_rates_tool_view": tool_view(evaluate.get("tool_subset")) if evaluate else None,
+        "last_yardstick": {
+            "policy": yard["policy"],
+            "overall": yard["overall"],
+            "envs": {env: levels.get("all") for env, levels in yard["envs"].items()},
+            "reused_from": yard.get("reused_from"),
+        }
+        if yard
+        else None,
+        "last_publish": {"policy": publish.get("policy"), "reason": (publish.get("gate") or {}).get("reason")}
+        if publish
+        else None,
+        "curriculum": {
+            "environments": len(difficulties),
+            "mean_difficulty": round(sum(difficulties.values()) / len(difficulties), 4)
+            if difficulties
+            else None,
+            "difficulty": difficulties,
+        },
+    }
