@@ -24,7 +24,7 @@ from arena.types import SamplingParams
 from trainer.config import SftConfig, TrainerConfig
 from trainer.evaluate import EvalReport, Interval, paired_bootstrap_diff, per_task, summarize
 from trainer.grpo import train_round
-from trainer.learn_stage import run_stage
+from trainer.learn_stage import all_tools_evaluations, run_stage
 from trainer.learn_tasks import fitting_synthesized_tasks, is_eval_task, synthesized_tasks, within_budget
 from trainer.memory import release_memory, track_peak_rss
 from trainer.sft import sft_warmup
@@ -62,6 +62,9 @@ class LearnBenchConfig(BaseModel):
     grpo_synth_per_env: int = Field(default=0, ge=0)
     eval_samples: int = Field(default=1, ge=1)  # >1 samples at eval_temperature
     eval_temperature: float = Field(default=0.0, ge=0.0)
+    # With `trainer.tool_subset` set, also evaluate every stage with every tool shown (the held-out
+    # figures otherwise all rest on the subset's help).
+    all_tools_eval: bool = True
     trainer: TrainerConfig
 
 
@@ -125,6 +128,11 @@ class LearnReport(BaseModel):
     grpo_minus_base: Interval
     grpo_minus_sft: Interval
     targets: dict[str, bool]
+    # Disclosure: the figures above show each task its reference tools plus this many distractors
+    # (None: every tool); the `_all_tools` ones show every tool (empty when not measured).
+    tool_subset: int | None = None
+    pass_rate_all_tools: dict[str, Interval] = Field(default_factory=dict)
+    grpo_minus_base_all_tools: Interval | None = None
     wall_seconds: float  # this invocation
     # Work this report includes that an earlier run into the same folder did (reused stages):
     # "sft training", "base evaluation", … → seconds. The time target is judged on the total.
@@ -299,6 +307,23 @@ async def run_learn_bench(
             f" variance (dropped); {grpo_stage.resampled_groups} flat groups were replaced by dynamic sampling"
         )
     stages = [record.report() for record in (base, sft_stage, grpo_stage)]
+    all_tools: dict[str, EvalReport] = {}
+    if cfg.tool_subset is not None:
+        notes.append(
+            f"held-out figures show each task its reference tools + {cfg.tool_subset} distractors"
+            " (trainer.tool_subset)"
+            + (
+                "; pass_rate_all_tools shows every tool"
+                if config.all_tools_eval
+                else "; not measured with every tool"
+            )
+        )
+        if config.all_tools_eval:
+            policies = [("base", base_dir), ("sft", sft.policy_dir), ("grpo", grpo.policy_dir)]
+            keep = {p.key for p in eval_prepared}
+            all_tools = await all_tools_evaluations(
+                policies, eval_tasks, keep, envs, config, store, say, reused=reused
+            )
 
     by = {s.stage: s.eval for s in stages}
     passes = {k: per_task(v, "passed") for k, v in by.items()}
@@ -328,6 +353,13 @@ async def run_learn_bench(
         sft_minus_base=sft_base,
         grpo_minus_base=grpo_base,
         grpo_minus_sft=grpo_sft,
+        tool_subset=cfg.tool_subset,
+        pass_rate_all_tools={k: v.overall.pass_rate for k, v in all_tools.items()},
+        grpo_minus_base_all_tools=paired_bootstrap_diff(
+            per_task(all_tools["base"], "passed"), per_task(all_tools["grpo"], "passed")
+        )
+        if all_tools
+        else None,
         targets={
             "grpo_minus_base_at_least_20_points": grpo_base.value >= 0.20,
             "grpo_minus_sft_at_least_5_points": grpo_sft.value >= 0.05,

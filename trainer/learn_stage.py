@@ -105,3 +105,37 @@ async def run_stage(
     record.eval, record.eval_key = await evaluate_dir(policy_dir, prepared, config), key
     store.save(record)
     return record
+
+
+async def all_tools_evaluations(
+    policies: list[tuple[str, Path]],
+    eval_tasks: list[Any],
+    keep: set[str],
+    envs: Any,
+    config: LearnBenchConfig,
+    store: StageStore,
+    say: Callable[[str], None],
+    *,
+    reused: dict[str, float],
+) -> dict[str, EvalReport]:
+    """Each stage's policy on the held-out tasks (those in `keep`) with every tool shown.
+
+    The benchmark's main figures show each task its reference tools plus `trainer.tool_subset`
+    distractors, a help the policy does not get where it is deployed; these say what it does
+    without it. Recorded as stages of their own (`<stage>-all-tools`), so a rerun reuses them.
+    """
+    from trainer.tasks import prepare_tasks
+
+    full = config.model_copy(update={"trainer": config.trainer.model_copy(update={"tool_subset": None})})
+    prepared, _ = await prepare_tasks(
+        [t for t in eval_tasks if t.full_id in keep], envs, system_prompt=full.trainer.system_prompt
+    )
+    out: dict[str, EvalReport] = {}
+    for stage, policy_dir in policies:
+        say(f"evaluating {stage} with every tool")
+        record = await run_stage(
+            f"{stage}-all-tools", policy_dir, None, prepared, full, store, say, reused=reused
+        )
+        assert record.eval is not None  # run_stage always leaves an evaluation
+        out[stage] = record.eval
+    return out

@@ -129,6 +129,7 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         ),
         grpo_synth_per_env=args.grpo_synth_tasks,
         eval_temperature=0.0 if args.samples == 1 else 0.7,
+        all_tools_eval=not args.no_all_tools_eval,
         trainer=trainer,
     )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="arena-bench-learn-"))
@@ -160,6 +161,14 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
         print(f"{stage_name:>5}: pass by task source: {parts}")
     for key in ("sft_minus_base", "grpo_minus_base", "grpo_minus_sft"):
         print(f"{key}: {_pct(data[key])}")
+    if report.tool_subset is not None:
+        print(
+            f"tool view: each task shows its reference tools + {report.tool_subset} distractors (tool subset)"
+        )
+    for stage_name, rate in data["pass_rate_all_tools"].items():
+        print(f"{stage_name:>5}: pass with every tool {_pct(rate)}")
+    if data["grpo_minus_base_all_tools"] is not None:
+        print(f"grpo_minus_base with every tool: {_pct(data['grpo_minus_base_all_tools'])}")
     reused = (
         f" (with work reused from an earlier run: {report.total_seconds / 60:.1f} min)"
         if report.reused_seconds
@@ -227,5 +236,10 @@ def register(cli: Cli) -> None:
     )
     p.add_argument(
         "--samples", type=int, default=1, help="evaluation episodes per task (>1 samples at T=0.7)"
+    )
+    p.add_argument(
+        "--no-all-tools-eval",
+        action="store_true",
+        help="skip evaluating every stage with every tool shown (done by default when a tool subset is used)",
     )
     p.set_defaults(func=cmd_bench_learn)
