@@ -34,6 +34,19 @@ class EnvCurriculum(BaseModel):
     rounds: int = 0
     # Knobs raised, most recent last: lowering undoes the most recent raise first.
     raised: list[KnobName] = Field(default_factory=list)
+    # Evidence gathered since the difficulty last moved: episodes at exactly this difficulty, and
+    # per probe ("walk_length+1", "ambiguity-1": one knob one level away) [passed, episodes].
+    # Older rounds count with weight (1 - ema_alpha) per round, so a learner that improves is not
+    # judged by what it did long ago (fractional counts; the Wilson interval takes them).
+    level_passed: float = 0.0
+    level_episodes: float = 0.0
+    probes: dict[str, list[float]] = Field(default_factory=dict)
+
+    def moved(self) -> None:
+        """Forget the evidence of the old difficulty (it no longer describes the new one)."""
+        self.success_ema = None
+        self.level_passed = self.level_episodes = 0
+        self.probes = {}
 
 
 DecisionAction = Literal["raise", "lower", "hold", "insufficient"]
@@ -50,6 +63,11 @@ class Decision(BaseModel):
     to_level: int | None = None
     success_rate: float | None = None
     success_ema: float | None = None
+    # The evidence the decision rests on: episodes at the current difficulty since it last moved,
+    # with the Wilson 95% interval of their success rate.
+    passed: float | None = None
+    episodes: float | None = None
+    interval: tuple[float, float] | None = None
     reason: str
 
 

@@ -214,14 +214,26 @@ class CurriculumConfig(ConfigSection):
 
     band_low: float = Field(0.3, ge=0, le=1, description="Success rate below which difficulty goes down.")
     band_high: float = Field(0.7, ge=0, le=1, description="Success rate above which difficulty goes up.")
-    ema_alpha: float = Field(0.5, gt=0, le=1, description="Weight of the newest round in the success EMA.")
-    min_episodes: int = Field(4, ge=1, description="Fewer episodes than this in a round: hold difficulty.")
+    ema_alpha: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Weight of the newest round in the success EMA and the difficulty evidence.",
+    )
+    min_episodes: int = Field(
+        4, ge=1, description="Fewer episodes than this at the current difficulty: hold difficulty."
+    )
     beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
     weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
     min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
     cheap_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
     tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
-    weak_threshold: float = Field(0.5, ge=0, le=1, description="Pass rate below which an env is weak.")
+    weak_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Pass rate below which a diagnosed weak env or motif steers training (PLAN).",
+    )
 
     def to_curriculum_config(self) -> Any:
         """This section as `curriculum.state.CurriculumConfig`."""
@@ -234,9 +246,16 @@ class CurriculumConfig(ConfigSection):
 class SynthesisConfig(ConfigSection):
     """Task synthesis."""
 
-    tasks_per_weak_env: int = Field(4, ge=0, description="Targeted tasks per weak environment.")
+    tasks_per_weak_env: int = Field(
+        4,
+        ge=0,
+        description="Targeted tasks per training env a weak motif maps onto, within its budget (0: none).",
+    )
     max_attempts: int = Field(3, ge=1, description="Generation attempts per task before giving up.")
-    complexify_db: bool = Field(True, description="Allow database complexification.")
+    complexify_db: bool = Field(
+        True, description="Grow one training env's database per round when the diagnosis points at scale."
+    )
+    complexify_rows: int = Field(20, ge=0, description="Rows a round's complexification adds (0: none).")
     writer: Literal["template", "model"] = Field(
         "template", description="Instruction writer: template (no model call) or model (the helper)."
     )

@@ -1,16 +1,21 @@
-"""PLAN: difficulty per environment, the training task budget, and the synthesis guidelines.
+"""PLAN: difficulty per environment, the training task budget, and what the diagnosis changes.
 
 1. `curriculum.controller.update_curriculum` folds this round's verified evaluation episodes and
    the previous round's GRPO rollouts (per-task counts kept by TRAIN), each with the difficulty its
-   task was synthesized at, into the per-environment state.
-2. The diagnosis report weights the training environments: `diagnose.wiring.apply_weakness` by
-   name, and, because the arena is held out of training, a weak arena environment passes its
-   weakness on to the training environments of its top-level category.
+   task was synthesized at, into the per-environment evidence; decisions rest on intervals.
+2. The diagnosis moves to training by motif (`diagnose.transfer`): each weak motif (pass rate
+   below `curriculum.weak_threshold`) is mapped onto every training environment whose tools can
+   exercise it, whatever its category; those environments get weight in the allocation and a
+   guideline for up to `synthesis.tasks_per_weak_env` targeted tasks. A weak arena environment
+   also weighs its category's training environments, as before.
 3. `curriculum.sampling.allocate_tasks` splits `curriculum.tasks_per_round` over the training
    environments the trainer can run (executable; simulated ones are listed but get no budget).
-4. Guidelines for SYNTHESIZE: the report's guideline of the weakest arena environment of a
-   category, re-targeted to each weak training environment of that category.
-The state rows and every decision (with its reason) are written with the phase's done mark.
+4. The rest of each environment's tasks spread over its current difficulty and probes ±1 on one
+   knob (`curriculum.probes.spread`), so the next decisions can tell the knobs apart.
+5. With `synthesis.complexify_db`, one training environment per round whose diagnosis points at
+   scale or ambiguity is chosen to have its database grown by SYNTHESIZE.
+The state rows and every decision (with its evidence) are written with the phase's done mark; the
+output keeps the motif mapping, budgets and spread for `arena report`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CurriculumStateRow, repo
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.common import top_category
+from ops.phases.plan_steer import steer_training
 from ops.phases.runtime import load_envs
 
 
@@ -61,9 +66,8 @@ class PlanPhase(BasePhase):
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
         from curriculum.controller import update_curriculum
-        from curriculum.sampling import EnvCandidate, allocate_tasks
         from curriculum.state import CurriculumState, EnvCurriculum, EpisodeOutcome
-        from diagnose.wiring import apply_weakness, load_report
+        from diagnose.wiring import load_report
 
         cconf = ctx.config.curriculum.to_curriculum_config()
         async with ctx.store.transaction() as s:
@@ -96,78 +100,15 @@ class PlanPhase(BasePhase):
         training = [n for n in evaluate.get("training") or sorted(envs) if n in envs and n not in arena]
         new_state, decisions = update_curriculum(state, outcomes, cconf, ctx.round, [*arena, *training])
         trainable = [n for n in training if envs[n].kind == "executable"]
-        candidates = apply_weakness(
-            [EnvCandidate(name=n, kind=envs[n].kind, category=top_category(envs[n])) for n in trainable],
-            report,
-        )
-        # The arena is held out: a weak arena environment makes its category's training envs weak.
-        by_category: dict[str, float] = {}
-        weak_arena: dict[str, str] = {}
-        if report is not None:
-            top = max((w.score for w in report.weak_envs), default=0.0) or 1.0
-            for w in sorted(report.weak_envs, key=lambda w: w.rank, reverse=True):
-                if w.env in envs:
-                    category = top_category(envs[w.env])
-                    by_category[category] = max(
-                        by_category.get(category, 0.0), min(1.0, w.score / top) or 0.5
-                    )
-                    weak_arena[category] = w.env  # the weakest (rank 1) is written last
-        candidates = [
-            c.model_copy(update={"weakness": max(c.weakness, by_category.get(c.category, 0.0))})
-            for c in candidates
-        ]
-        allocation = allocate_tasks(
-            new_state, candidates, ctx.config.curriculum.tasks_per_round, cconf, seed=ctx.seed
-        )
-        guidelines = self._guidelines(report, candidates, weak_arena, allocation, new_state, envs)
+        steer = steer_training(ctx, report, envs, trainable, new_state)
         return {
             "state": new_state.model_dump(mode="json"),
             "decisions": [d.model_dump(mode="json") for d in decisions],
             "outcomes": len(outcomes),
             "training_outcomes": len(from_training),
-            "candidates": [c.model_dump(mode="json") for c in candidates],
             "untrainable": [n for n in training if n not in trainable],
-            "allocation": allocation.model_dump(mode="json"),
-            "guidelines": [g.model_dump(mode="json") for g in guidelines],
+            **steer,
         }
-
-    def _guidelines(
-        self,
-        report: Any,
-        candidates: list[Any],
-        weak_arena: dict[str, str],
-        allocation: Any,
-        state: Any,
-        envs: dict[str, Any],
-    ) -> list[Any]:
-        """One guideline per weak training environment with a budget, from its category's weakest arena env."""
-        from arena.synth.targeted import Guideline
-        from diagnose.wiring import synthesis_requests
-
-        if report is None:
-            return []
-        source = {g.env: g for g in synthesis_requests(report, known_envs=set(envs))}
-        out: list[Guideline] = []
-        for c in candidates:
-            n = int(allocation.tasks.get(c.name, 0))
-            if c.weakness <= 0 or n <= 0:
-                continue
-            g = source.get(c.name) or source.get(weak_arena.get(c.category, ""))
-            if g is None:
-                continue
-            tools = set(envs[c.name].tool_names)
-            record = state.envs.get(c.name)
-            out.append(
-                Guideline(
-                    env=c.name,
-                    failure_pattern=g.failure_pattern,
-                    skill=g.skill,
-                    target_tools=[t for t in g.target_tools if t in tools],
-                    difficulty=record.difficulty if record is not None else g.difficulty,
-                    n_tasks=n,
-                )
-            )
-        return out
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
         """Each environment's curriculum row and every difficulty change (an event with its reason)."""

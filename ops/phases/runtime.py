@@ -26,9 +26,24 @@ log = structlog.get_logger(__name__)
 GATES = ("duplicate", "stability", "gold", "adversary")
 
 
+def grown_envs_dir(ctx: PhaseContext) -> Path:
+    """Where SYNTHESIZE keeps environments it grew (`DATA_DIR/envs`); they override the originals."""
+    return ctx.config.data.dir / "envs"
+
+
 def load_envs(ctx: PhaseContext) -> dict[str, Any]:
-    """Every registered environment by name (labels declared for the metrics)."""
-    return registry(ctx).load_all()
+    """Every registered environment by name (labels declared for the metrics), grown ones last."""
+    envs = registry(ctx).load_all()
+    grown = grown_envs_dir(ctx)
+    if grown.is_dir():
+        from arena.env.loader import load_environment
+        from arena.env.registry import env_dirs_in
+
+        # Not cached: a folder is replaced in place when the environment grows again.
+        for folder in env_dirs_in(grown):
+            env = load_environment(folder, cache=False)
+            envs[env.name] = env
+    return envs
 
 
 class EpisodeHelpers(NamedTuple):

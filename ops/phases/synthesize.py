@@ -1,23 +1,38 @@
 """SYNTHESIZE: the round's training tasks, per environment, within PLAN's budget.
 
-Weak training environments get targeted graph tasks following PLAN's guidelines (walks biased to
-the guideline's tools, its failure pattern and skill given to the writer); the others get plain
-graph tasks at their curriculum difficulty. Every task passes the gates (duplicate, stability,
-gold, empty); acceptance per gate goes to `arena_synthesis_gate_total`. Tasks are stored with the
-round (and reused if the phase restarts); the output lists their ids for TRAIN.
+1. Complexification (when PLAN chose an environment, `synthesis.complexify_db`): its database grows
+   by `synthesis.complexify_rows` rows into `DATA_DIR/envs/NAME`, which overrides the original
+   from then on (`runtime.load_envs`); done once per round, even across restarts.
+2. Targeted tasks: each of PLAN's guidelines (a weak motif mapped onto this training environment)
+   gives `n_tasks` graph tasks whose walks favour the motif's tools at the knob levels the motif
+   needs; its failure pattern and skill go to the writer.
+3. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
+   level and probes ±1 on one knob), so the next PLAN can measure each knob.
+Every task passes the gates; acceptance per gate goes to `arena_synthesis_gate_total`. Tasks are
+stored with the round (and reused if the phase restarts). The output lists each task with its
+origin, difficulty, the motif it was aimed at and the motifs it exercises, with counts per
+environment, origin and motif for `arena report`.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections import Counter
 from typing import Any
 
+import anyio
 import structlog
 
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.runtime import load_envs, sandbox_pool
+from ops.phases.runtime import grown_envs_dir, load_envs, sandbox_pool
 from ops.phases.tasks import graph_tasks, save_tasks, stored_tasks
 
 log = structlog.get_logger(__name__)
+
+# Seeds of a round's synthesis calls for one environment: one per difficulty point, so that task
+# ids (deterministic in the seed and index) never collide between points.
+_SEED_STRIDE = 7919
 
 
 class SynthesizePhase(BasePhase):
@@ -27,16 +42,16 @@ class SynthesizePhase(BasePhase):
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
         from arena.synth.targeted import Guideline
-        from curriculum.state import CurriculumState
 
         plan = ctx.previous.get("plan", {})
+        grown = await self._complexify(ctx, plan.get("complexify", []))
         budget: dict[str, int] = plan.get("allocation", {}).get("tasks", {})
         envs = load_envs(ctx)
         budget = {e: int(n) for e, n in sorted(budget.items()) if e in envs and int(n) > 0}
         if not budget:
-            return {"tasks": [], "skipped": "no task budget from PLAN"}
-        state = CurriculumState.model_validate(plan.get("state", {}))
+            return {"tasks": [], "skipped": "no task budget from PLAN", "complexified": grown}
         guidelines = {g["env"]: Guideline.model_validate(g) for g in plan.get("guidelines", [])}
+        spread: dict[str, list[dict[str, Any]]] = plan.get("spread", {})
         have = await stored_tasks(ctx, list(budget), ("graph", "targeted"))
         helper = await ctx.models.helper() if ctx.config.synthesis.writer == "model" else None
         # Distractor tools come from environments the policy does not train on in this round.
@@ -45,34 +60,139 @@ class SynthesizePhase(BasePhase):
         tasks: list[Any] = []
         needs_pool = any(envs[e].sandboxed for e in budget)
         async with sandbox_pool(ctx, needed=needs_pool) as pool:
-            for done, (name, n) in enumerate(budget.items()):
+            for done, name in enumerate(budget):
                 await ctx.safe_point()
                 ctx.progress(done, len(budget), f"synthesizing for {name}")
                 if name in have:
                     tasks.extend(have[name])
                     continue
-                record = state.envs.get(name)
-                fresh = await graph_tasks(
-                    ctx,
-                    envs[name],
-                    n,
-                    seed=ctx.seed,
-                    difficulty=record.difficulty if record is not None else None,
-                    sandbox=pool,
-                    helper=helper,
-                    guideline=guidelines.get(name),
-                    distractor_pool=pool_names,
-                    reports=reports,
-                )
+                common = {
+                    "sandbox": pool,
+                    "helper": helper,
+                    "distractor_pool": pool_names,
+                    "reports": reports,
+                }
+                fresh: list[Any] = []
+                guideline = guidelines.get(name)
+                if guideline is not None:
+                    fresh += await graph_tasks(
+                        ctx,
+                        envs[name],
+                        guideline.n_tasks,
+                        seed=ctx.seed,
+                        difficulty=None,
+                        guideline=guideline,
+                        **common,
+                    )
+                for i, point in enumerate(spread.get(name, []), start=1):
+                    fresh += await graph_tasks(
+                        ctx,
+                        envs[name],
+                        int(point["n"]),
+                        seed=ctx.seed + _SEED_STRIDE * i,
+                        difficulty=_difficulty(point["difficulty"]),
+                        **common,
+                    )
                 await save_tasks(ctx, fresh)
                 tasks.extend(fresh)
         ctx.progress(len(budget), len(budget))
         kept = sum(r["kept"] for r in reports)
         requested = sum(r["requested"] for r in reports)
+        listed = describe_tasks(tasks, envs, guidelines)
         return {
-            "tasks": [{"id": t.full_id, "env": t.env, "origin": t.origin} for t in tasks],
+            "tasks": listed,
             "targeted": sum(t.origin == "targeted" for t in tasks),
             "budget": budget,
+            "counts": count_tasks(listed),
+            "complexified": grown,
             "acceptance": kept / requested if requested else None,
             "synthesis": reports,
         }
+
+    async def _complexify(self, ctx: PhaseContext, chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Grow each environment PLAN chose (once per round); returns what was added."""
+        from arena.synth.complexify import ComplexifyError, complexify
+
+        if not chosen or not ctx.config.synthesis.complexify_db:
+            return []
+        root = grown_envs_dir(ctx)
+        ledger_path = root / "grown.json"
+        ledger: dict[str, int] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+        envs = load_envs(ctx)
+        out: list[dict[str, Any]] = []
+        for item in chosen:
+            name = item["env"]
+            if name not in envs or ledger.get(name) == ctx.round:
+                continue  # unknown now, or already grown this round before a restart
+            env = envs[name]
+            staging = root / ".staging" / f"{name}-r{ctx.round:04d}"
+            await anyio.to_thread.run_sync(lambda p=staging: shutil.rmtree(p, ignore_errors=True))
+            try:
+                async with sandbox_pool(ctx, needed=env.sandboxed) as pool:
+                    result = await complexify(
+                        env, staging, rows=int(item["rows"]), seed=ctx.seed, sandbox=pool
+                    )
+            except ComplexifyError as exc:
+                log.info("synth.complexify_skipped", env=name, reason=str(exc)[:200])
+                out.append({"env": name, "added": {}, "reason": str(exc)[:200]})
+                continue
+            target = root / env.path.name
+
+            def swap(src: Any = staging, dst: Any = target) -> None:
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.move(str(src), str(dst))
+
+            await anyio.to_thread.run_sync(swap)
+            ledger[name] = ctx.round
+            ledger_path.write_text(json.dumps(ledger, sort_keys=True))
+            out.append(
+                {
+                    "env": name,
+                    "why": item.get("why", ""),
+                    "added": result.added,
+                    "version_before": result.version_before,
+                    "version_after": result.version_after,
+                }
+            )
+            log.info("synth.complexified", env=name, added=result.added)
+        return out
+
+
+def _difficulty(data: dict[str, Any]) -> Any:
+    from arena.difficulty import Difficulty
+
+    return Difficulty.model_validate(data)
+
+
+def describe_tasks(
+    tasks: list[Any], envs: dict[str, Any], guidelines: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """One line per task: id, env, origin, difficulty, the motif it was aimed at, the motifs it exercises."""
+    from arena.synth.motifs import task_motifs
+
+    out = []
+    for t in tasks:
+        env = envs.get(t.env)
+        guideline = guidelines.get(t.env) if t.origin == "targeted" else None
+        out.append(
+            {
+                "id": t.full_id,
+                "env": t.env,
+                "origin": t.origin,
+                "difficulty": t.difficulty,
+                "motif": guideline.motif if guideline is not None else None,
+                "skill": guideline.skill if guideline is not None else None,
+                "exercises": task_motifs(t, env.write_tools) if env is not None else [],
+            }
+        )
+    return out
+
+
+def count_tasks(listed: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Counts per environment, origin, targeted motif and exercised motif."""
+    return {
+        "env": dict(Counter(t["env"] for t in listed)),
+        "origin": dict(Counter(t["origin"] for t in listed)),
+        "targeted_motif": dict(Counter(t["motif"] for t in listed if t["motif"])),
+        "exercises": dict(Counter(m for t in listed for m in t["exercises"])),
+    }
