@@ -19,6 +19,19 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
     """
     from ops.report import tool_view
 
+    if not daemon.ready:
+        # Start-up (sandbox probe, migrations): the store may have no tables yet; say what is known.
+        return {
+            "version": version,
+            "round": None,
+            "phase": None,
+            "paused": daemon.paused,
+            "paused_since": daemon.paused_since,
+            "ready": False,
+            "sandbox": daemon.sandbox,
+            "progress": daemon.progress_state,
+            "note": "starting: the store is not migrated yet",
+        }
     async with daemon.store.transaction() as s:
         done = await repo.last_completed_round(s)
         rates = await repo.pass_rates(s, done.round) if done is not None else {}

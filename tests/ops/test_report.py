@@ -141,8 +141,14 @@ async def test_status_shows_the_yardstick_the_fresh_tool_view_and_the_publish_de
         daemon = SimpleNamespace(
             store=store, round=3, phase="evaluate", stopping=False, ready=True, models_up=True,
             sandbox={"available": True, "detail": "bubblewrap"}, progress_state={}, rounds_completed=2,
+            paused=False, paused_since=None,
         )  # fmt: skip
         doc = await status_document(daemon, "0.1.0")  # type: ignore[arg-type]
+        # Before the store is migrated (start-up), /status answers without reading it.
+        starting = SimpleNamespace(**{**vars(daemon), "ready": False, "store": None, "paused": False})
+        early = await status_document(starting, "0.1.0")  # type: ignore[arg-type]
+        assert early["ready"] is False and "not migrated" in early["note"]
+        assert "round:      None" in _render_status(early)
     assert doc["last_completed_round"] == 2 and doc["last_yardstick"]["overall"]["n"] == 6
     assert doc["last_publish"]["policy"] == "held back"
     text = _render_status(doc)
