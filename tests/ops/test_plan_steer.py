@@ -94,3 +94,21 @@ def test_complexify_db_and_rows_choose_one_env_per_round(make_config, envs) -> N
     assert on["complexify"][0]["env"] in TRAINING
     assert steer(make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_DB="false")["complexify"] == []
     assert steer(make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_ROWS="0")["complexify"] == []
+
+
+@pytest.mark.anyio
+async def test_synthesize_grows_the_chosen_database_once_per_round(make_config, envs) -> None:
+    from ops.phases.runtime import load_envs
+    from ops.phases.synthesize import SynthesizePhase
+
+    ctx = context(make_config())
+    before = envs["library"].version
+    chosen = [{"env": "library", "why": "weak motif non_key_lookup", "rows": 3}]
+    grown = await SynthesizePhase()._complexify(ctx, chosen)
+    assert grown[0]["env"] == "library" and sum(grown[0]["added"].values()) > 0
+    after = load_envs(ctx)["library"]
+    assert after.version == grown[0]["version_after"] != before
+    assert await SynthesizePhase()._complexify(ctx, chosen) == []  # a restart does not grow it twice
+    ctx.config.synthesis.complexify_db = False
+    ctx.round = 3
+    assert await SynthesizePhase()._complexify(ctx, chosen) == []
