@@ -34,6 +34,7 @@ def tiny(model: Path) -> dict[str, str]:
         "ARENA_ROUND__MAX_TURNS": "2",
         "ARENA_ROUND__MAX_TOKENS_PER_TURN": "48",
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
+        "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "1",
         # The agent's prompt (~3k tokens of evidence) is the slowest call of a CPU round; its
         # wiring runs in `make run` and diagnose's own real-model tests. Here: the statistical path.
         "ARENA_DIAGNOSIS__AGENT": "false",
@@ -110,14 +111,27 @@ async def test_one_real_round_with_admin_api_live(make_config, embedded_model_pa
     # TRAIN: SFT warm-up of the fresh policy, then one GRPO step with a checkpoint.
     train = outputs["train"]
     assert train["sft"]["phase"] == "sft" and train["steps"] == 1
-    # PUBLISH: lineage row pointing at the checkpoint folder, weights loaded into the policy.
-    assert checkpoint is not None and checkpoint.path == train["checkpoint"] and checkpoint.round == 1
-    lineage = json.loads((Path(checkpoint.path) / "lineage.json").read_text())
-    assert lineage["round_id"] == 1 and lineage["phase"] == "grpo"
-    assert daemon.models.policy_weights == Path(checkpoint.path)
+    # The yardstick: drawn in the evaluated arena env, run with every tool for the base policy
+    # (EVALUATE) and the trained one (PUBLISH's gate), which decided.
+    yard = ev["yardstick"]
+    assert yard["policy"] == "base" and yard["tool_subset"] is None and ev["tool_subset"] == 1
+    assert 1 <= yard["overall"]["n"] <= 3 and set(yard["envs"]) <= set(ev["arena"])
+    assert outputs["publish"]["yardstick"]["overall"]["n"] == yard["overall"]["n"]
+    assert outputs["publish"]["gate"]["reason"]
+    published = outputs["publish"]["policy"] == "updated"
+    assert metric(exposition, "arena_publish_decisions_total") == 1
+    assert metric(exposition, "arena_yardstick_overall_pass_rate_high") > 0
+    if published:
+        # PUBLISH: lineage row pointing at the checkpoint folder, weights loaded into the policy.
+        assert checkpoint is not None and checkpoint.path == train["checkpoint"] and checkpoint.round == 1
+        lineage = json.loads((Path(checkpoint.path) / "lineage.json").read_text())
+        assert lineage["round_id"] == 1 and lineage["phase"] == "grpo"
+        assert daemon.models.policy_weights == Path(checkpoint.path)
+    else:  # a first step worse on the yardstick is held back: the base weights stay live
+        assert checkpoint is None and daemon.models.policy_weights == Path(train["parent_dir"])
     # Metrics fed by the phases.
     assert metric(exposition, "arena_grpo_steps_total") == 1
-    assert metric(exposition, "arena_checkpoints_total") == 1
+    assert metric(exposition, "arena_checkpoints_total") == (1 if published else 0)
     assert metric(exposition, 'arena_synthesis_gate_total{gate="gold",result="accepted"}') >= 2
     assert metric(exposition, 'arena_model_call_duration_seconds_count{backend="local",role="policy"}') >= 1
     assert metric(exposition, "arena_rounds_total") == 1
