@@ -70,6 +70,9 @@ def _synthesize(out: dict[str, Any]) -> dict[str, Any]:
         "per_origin": dict(Counter(t.get("origin") for t in tasks)),
         "per_motif": dict(Counter(t["motif"] for t in tasks if t.get("motif"))),
         "per_skill": dict(Counter(t["skill"] for t in tasks if t.get("skill"))),
+        # Motifs each task's reference exercises (targeted or not), where SYNTHESIZE records them.
+        "exercises": dict(Counter(m for t in tasks for m in t.get("exercises") or [])),
+        "complexified": out.get("complexified"),
         "acceptance": out.get("acceptance"),
         "skipped": out.get("skipped"),
     }

@@ -59,7 +59,13 @@ def outputs(round_no: int, *, held_back: bool) -> dict[str, dict[str, Any]]:
         },
         "synthesize": {
             "tasks": [
-                {"id": "library/a", "env": "library", "origin": "targeted", "motif": "id_chain"},
+                {
+                    "id": "library/a",
+                    "env": "library",
+                    "origin": "targeted",
+                    "motif": "id_chain",
+                    "exercises": ["id_chain"],
+                },
                 {"id": "library/b", "env": "library", "origin": "targeted", "motif": "id_chain"},
                 {"id": "library/c", "env": "library", "origin": "graph"},
             ],
@@ -116,6 +122,7 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert [d["action"] for d in first["plan"]["decisions"]] == ["raise"]
     assert first["synthesize"]["per_origin"] == {"targeted": 2, "graph": 1}
     assert first["synthesize"]["per_motif"] == {"id_chain": 2}
+    assert first["synthesize"]["exercises"] == {"id_chain": 1}
     assert first["train"]["zero_variance_groups"] == 1
     assert first["publish"]["policy"] == "updated" and second["publish"]["policy"] == "held back"
 
