@@ -216,6 +216,10 @@ class HttpChatModel:
             data = response.json()
         except ValueError as exc:
             raise ModelError(f"{self._url} answered {status} with a body that is not JSON") from exc
+        return self.parse_response(data)
+
+    def parse_response(self, data: Any) -> Completion:
+        """The `Completion` of one answer body (subclasses that speak another endpoint override it)."""
         return parse_chat_response(data, model=self.name)
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
+from trainer.off_policy import OffPolicyConfig
 
 
 def _rollout_episode() -> EpisodeConfig:
@@ -135,6 +136,13 @@ class TrainerConfig(BaseModel):
     rollout_model: str = "policy"  # the served model name on that server
     rollout_api_key: str | None = None  # its API key, if it wants one
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
+    # http backend: the policy's chat template renders prompts here and the server's completions
+    # endpoint gets token ids (`simulate.token_chat`). Thinking (Qwen3's `enable_thinking`) is off
+    # by default: the template's empty think block stays in the prompt; on, the sampled reasoning
+    # is kept in the chain and trained like every sampled token.
+    rollout_thinking: bool = False
+    # Importance-sampling correction between the sampler's log-probs and the trainer's (TIS by default).
+    off_policy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
     max_batch: int = Field(default=32, ge=1)  # local backend: rows per decode batch
     # Local backend: the dtype rollouts and evaluations sample in. "auto" = bfloat16 where the
     # hardware computes it natively (a refreshed copy of the fp32 training weights on CPU).
@@ -159,6 +167,17 @@ class TrainerConfig(BaseModel):
         if self.batch_size % min(self.micro_batch_size, self.batch_size):
             raise ValueError(
                 f"micro_batch_size ({self.micro_batch_size}) must divide tasks_per_step × group_size ({self.batch_size})"
+            )
+        temperature = self.episode.params.temperature
+        if (
+            self.off_policy.enabled
+            and self.off_policy.sampler_logprobs == "raw"
+            and temperature not in (0.0, 1.0)
+        ):
+            raise ValueError(
+                f"the sampler's raw log-probs are at temperature 1 and the episodes sample at {temperature}: "
+                "serve with vLLM's --logprobs-mode processed_logprobs and set off_policy.sampler_logprobs = "
+                "'processed', sample at temperature 1, or turn off_policy off"
             )
         if self.rollout_backend == "http" and not self.rollout_base_url:
             raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")

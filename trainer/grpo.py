@@ -79,6 +79,13 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
         max_grad_norm=config.max_grad_norm,
         max_completion_length=config.episode.max_total_tokens,
         gradient_checkpointing=config.gradient_checkpointing,
+        # The loss scores at the temperature the episodes sampled at (the sampled distribution), and
+        # corrects for the sampler with TRL's importance-sampling settings (`trainer.off_policy`).
+        temperature=config.episode.params.temperature or 1.0,
+        vllm_importance_sampling_correction=config.off_policy.enabled,
+        vllm_importance_sampling_mode=config.off_policy.mode,
+        vllm_importance_sampling_clip_max=config.off_policy.clip_max,
+        vllm_importance_sampling_clip_min=config.off_policy.clip_min,
         use_cpu=cpu,
         # GPU: load_policy gives bfloat16 weights. CPU: fp32 weights with bf16 autocast where native.
         bf16=use_bf16(config.bf16, "cpu" if cpu else "cuda"),
@@ -208,6 +215,11 @@ def _callback(run: _Run) -> Any:
                 kl=_opt_float(logs.get("kl")),  # only computed when beta > 0 (reference model)
                 entropy=_opt_float(logs.get("entropy")),
                 clip_fraction=_opt_float(logs.get("clip_ratio/region_mean")),
+                sampler_logprob_diff=_opt_float(logs.get("sampling/sampling_logp_difference/mean")),
+                importance_ratio_mean=_opt_float(logs.get("sampling/importance_sampling_ratio/mean")),
+                importance_ratio_min=_opt_float(logs.get("sampling/importance_sampling_ratio/min")),
+                importance_ratio_max=_opt_float(logs.get("sampling/importance_sampling_ratio/max")),
+                chain_breaks=stats.chain_breaks,
                 tokens_per_s=tokens_per_s,
                 episode_length=stats.mean_turns,
                 episode_tokens=stats.mean_policy_tokens,

@@ -69,6 +69,13 @@ class StepMetrics(BaseModel):
     kl: float | None = None
     entropy: float | None = None
     clip_fraction: float | None = None  # share of tokens whose ratio was clipped
+    # Sampler vs trainer (`trainer.off_policy`): mean |log-prob difference| on trained tokens, and the
+    # importance ratios applied to them (None when the correction is off or nothing was sampled).
+    sampler_logprob_diff: float | None = None
+    importance_ratio_mean: float | None = None
+    importance_ratio_min: float | None = None
+    importance_ratio_max: float | None = None
+    chain_breaks: int | None = None  # episodes of the step whose later turns were not trained
     tokens_per_s: float | None = None  # sampled tokens per second of rollout
     episode_length: float | None = None  # mean policy turns per episode
     episode_tokens: float | None = None  # mean sampled tokens per episode

@@ -74,6 +74,7 @@ def policy_token_trainer_class() -> type:
         """Scores only the policy's tokens when computing the GRPO loss (see the module docstring)."""
 
         _loss_mask: Any = None
+        _correct: Any = None  # (the loss's inputs, its mask) while a correction is pending
 
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
             mask = inputs["completion_mask"]
@@ -84,10 +85,51 @@ def policy_token_trainer_class() -> type:
                 # masked_fill, not a product: an old log-prob of -inf times 0 would be NaN.
                 inputs = {**inputs, "old_per_token_logps": old.masked_fill(mask == 0, 0.0)}
             self._loss_mask = mask if self.off_policy_mask_threshold is None else None
+            # The loss reads the advantages after scoring: the correction rewrites them there.
+            inputs = dict(inputs)
+            self._correct = (inputs, mask) if self._corrects(inputs) else None
             try:
                 return super()._compute_loss(model, inputs)
             finally:
                 self._loss_mask = None
+                self._correct = None
+
+        def _corrects(self, inputs: dict[str, Any]) -> bool:
+            """Whether TRL's sampler correction is on and this batch carries the sampler's log-probs."""
+            return (
+                not self.use_vllm  # TRL's own vLLM path applies it already
+                and self.vllm_importance_sampling_correction
+                and inputs.get("sampling_per_token_logps") is not None
+            )
+
+        def _apply_correction(self, logps: Any) -> None:
+            """Scale each token's advantage by its truncated (or masked) importance ratio."""
+            from trainer.off_policy import importance_ratios
+
+            assert self._correct is not None
+            inputs, mask = self._correct
+            self._correct = None  # once per loss: only the policy's own scoring
+            old = inputs.get("old_per_token_logps")
+            trained = logps.detach() if old is None else old
+            weights, stats = importance_ratios(
+                trained,
+                inputs["sampling_per_token_logps"],
+                mask,
+                mode=self.vllm_importance_sampling_mode,
+                clip_min=self.vllm_importance_sampling_clip_min,
+                clip_max=self.vllm_importance_sampling_clip_max,
+            )
+            advantages = inputs["advantages"]
+            inputs["advantages"] = (
+                advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+            ) * weights
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            if stats.tokens:
+                metrics["sampling/sampling_logp_difference/mean"].append(stats.logprob_diff_mean)
+                metrics["sampling/sampling_logp_difference/max"].append(stats.logprob_diff_max)
+                metrics["sampling/importance_sampling_ratio/mean"].append(stats.ratio_mean)
+                metrics["sampling/importance_sampling_ratio/min"].append(stats.ratio_min)
+                metrics["sampling/importance_sampling_ratio/max"].append(stats.ratio_max)
 
         def _get_per_token_logps_and_entropies(
             self,
@@ -103,7 +145,7 @@ def policy_token_trainer_class() -> type:
             mask = self._loss_mask
             multimodal = any(v is not None for v in extra.values())
             if mask is None or compute_aux_loss or multimodal or mask.size(1) != logits_to_keep:
-                return super()._get_per_token_logps_and_entropies(
+                result = super()._get_per_token_logps_and_entropies(
                     model,
                     input_ids,
                     attention_mask,
@@ -113,6 +155,9 @@ def policy_token_trainer_class() -> type:
                     compute_aux_loss=compute_aux_loss,
                     **extra,
                 )
+                if self._correct is not None:
+                    self._apply_correction(result[0])
+                return result
             with self.accelerator.autocast():
                 logps, entropies = policy_token_logps(
                     model,
@@ -122,6 +167,8 @@ def policy_token_trainer_class() -> type:
                     temperature=self.temperature,
                     compute_entropy=compute_entropy,
                 )
+            if self._correct is not None:
+                self._apply_correction(logps)
             return logps, entropies, None
 
     return PolicyTokenGRPOTrainer

@@ -44,6 +44,7 @@ from arena.episode.transcript import Transcript
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.reward import Verdict
 from arena.tasks.verify import verify
+from simulate.token_chat import token_session
 from trainer.config import TrainerConfig
 from trainer.memory import release_memory
 from trainer.metrics import RolloutStats
@@ -112,7 +113,25 @@ def training_sample(
     if not transcript.chains or len(transcript.chains[0].segments) < 2:
         return [pad_id], [pad_id], [0], [0.0]
     chain = transcript.chains[0]
-    return chain.prompt_ids(), chain.completion_ids(), chain.mask(), chain.logprobs()
+    return chain.prompt_ids(), chain.completion_ids(), chain.mask(), sampler_logprobs(chain)
+
+
+def sampler_logprobs(chain: Any) -> list[float]:
+    """The sampler's log-prob of each completion token: NaN on a policy turn that returned none.
+
+    NaN, not 0.0: a log-prob of 0 would claim the sampler was certain, and the importance ratio
+    against it would shrink that token's update; TRL's correction gives NaN tokens ratio 1.
+    Tokens that are not the policy's get 0.0 (the loss masks them).
+    """
+    out: list[float] = []
+    for s in chain.segments[1:]:
+        if s.kind != "policy":
+            out.extend([0.0] * len(s.token_ids))
+        elif s.logprobs is not None and len(s.logprobs) == len(s.token_ids):
+            out.extend(float(v) for v in s.logprobs)
+        else:
+            out.extend([math.nan] * len(s.token_ids))
+    return out
 
 
 Episode = tuple[Transcript, Verdict]
@@ -243,15 +262,17 @@ class RolloutBridge:
         results: list[Episode | None] = [None] * len(keys)
 
         async def one(i: int, key: str) -> None:
+            # One token chain per episode for token-exact policies (`simulate.token_chat`).
             async with limiter:
-                results[i] = await run_and_verify(
-                    self._policy,
-                    self.tasks[key],
-                    self.config,
-                    user=self.user,
-                    judge=self.judge,
-                    sandbox=self.sandbox,
-                )
+                with token_session():
+                    results[i] = await run_and_verify(
+                        self._policy,
+                        self.tasks[key],
+                        self.config,
+                        user=self.user,
+                        judge=self.judge,
+                        sandbox=self.sandbox,
+                    )
 
         async with anyio.create_task_group() as tg:
             for i, key in enumerate(keys):

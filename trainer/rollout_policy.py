@@ -4,9 +4,9 @@ Local rollouts on a CPU with native bfloat16 sample from a bfloat16 copy of the 
 refreshed from the fp32 master weights before every rollout batch: prefill and decode of the
 embedded model run about three times faster than in fp32 (measured on 2 cores: a 1,500-token
 prefill 2.6 s → 0.75 s; a decode step of 30 rows at 1,500 tokens of context 1.15 s → 0.42 s).
-The loss never reads the sampling log-probabilities (TRL recomputes them with the training
-weights, on-policy), so the copy's rounding only changes which tokens get sampled — like a
-bfloat16 vLLM server on GPU. `TrainerConfig.rollout_dtype` picks it; on GPU the training model
+The loss recomputes log-probabilities with the training weights; the copy's rounding changes
+which tokens get sampled and what the sampler reports, which the importance-sampling correction
+(`trainer.off_policy`) weighs — as for a bfloat16 vLLM server on GPU. `TrainerConfig.rollout_dtype` picks it; on GPU the training model
 is already bfloat16 and is used directly.
 """
 
@@ -64,20 +64,27 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
 
 
 def http_policy_factory(config: TrainerConfig) -> PolicyFactory:
-    """Rollouts from an OpenAI-compatible server (vLLM) that the publisher keeps up to date."""
+    """Rollouts from a vLLM-compatible server that the publisher keeps up to date, token-exact.
+
+    Prompts are rendered with the trainer's tokenizer (the policy's own chat template) and sent
+    as token ids to the server's completions endpoint, so each turn extends the episode's chain
+    (see `simulate.token_chat`).
+    """
     state: dict[str, ChatModel] = {}
 
     def factory(trainer: Any) -> ChatModel:
-        from simulate.http import HttpChatModel
+        from simulate.token_chat import TokenChatModel
 
         assert config.rollout_base_url is not None
         if "chat" not in state:
-            state["chat"] = HttpChatModel(
+            state["chat"] = TokenChatModel(
                 config.rollout_base_url,
                 config.rollout_model,
+                trainer.processing_class,
+                enable_thinking=config.rollout_thinking,
                 api_key=config.rollout_api_key,
                 role="policy",
-                return_token_ids=True,
+                concurrency=config.rollout_concurrency,
             )
         return state["chat"]
 
