@@ -40,4 +40,4 @@ format: setup
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-nonroot var .pytest_cache
+	rm -rf $(VENV) var .pytest_cache /var/tmp/arena-sandbox-nonroot

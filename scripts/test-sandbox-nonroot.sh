@@ -9,13 +9,17 @@
 # As root: install bubblewrap if missing, create the system user arena-test (idempotent), build a
 # venv that user can read from Debian's /usr/bin/python3.11 (the pyenv interpreter under /root is
 # not readable by other users) with only the packages tests/arena/sandbox imports, pinned to the
-# versions of the main venv, and run tests/arena/sandbox as arena-test. Run as any other user, the
-# whole suite already is unprivileged: this step has nothing to add and says so.
+# versions of the main venv, and run tests/arena/sandbox as arena-test. The venv and a copy of the
+# checkout's code and tests live in a folder every user can read (ARENA_TEST_DIR), so the step
+# works wherever the checkout is, root's home included. Run as any other user, the whole suite
+# already is unprivileged: this step has nothing to add and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TEST_USER=${ARENA_TEST_USER:-arena-test}
-VENV=${ARENA_TEST_VENV:-.venv-nonroot}
+WORK=${ARENA_TEST_DIR:-/var/tmp/arena-sandbox-nonroot}
+VENV=$WORK/venv
+SRC=$WORK/src
 SYSTEM_PYTHON=${ARENA_TEST_PYTHON:-/usr/bin/python3.11}
 MAIN_PYTHON=${ARENA_MAIN_PYTHON:-.venv/bin/python}
 # What `arena.sandbox`, `arena.env` and the sandbox tests import, and pytest itself.
@@ -36,10 +40,14 @@ fi
 if ! id -u "$TEST_USER" >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TEST_USER"
 fi
-if ! runuser -u "$TEST_USER" -- test -r tests/arena/sandbox/conftest.py -a -r arena/sandbox/pool.py; then
-  echo "test-sandbox-nonroot: $TEST_USER cannot read $(pwd); use a checkout outside root's home" >&2
-  exit 1
-fi
+mkdir -p "$WORK"
+chmod 755 "$WORK"
+# A fresh copy of what the workers and the tests import: the same code, readable by the test user.
+rm -rf "$SRC"
+mkdir -p "$SRC"
+cp -a arena tests pyproject.toml "$SRC"/
+find "$SRC" -name __pycache__ -prune -exec rm -rf {} +
+chmod -R a+rX "$SRC"
 
 # Pinned to the main venv's versions, so both runs test the same libraries.
 pins=$("$MAIN_PYTHON" - "${PACKAGES[@]}" <<'PY'
@@ -63,9 +71,10 @@ if [ ! -f "$stamp" ]; then
 fi
 chmod -R a+rX "$VENV"
 
-# A clean environment: HOME and TMPDIR the test user can write, the checkout on PYTHONPATH (arena
-# is imported from it, as the workers do), no bytecode written into the checkout.
+# A clean environment: HOME and TMPDIR the test user can write, the copy on PYTHONPATH (arena is
+# imported from it, as the workers do), no bytecode written into it.
+cd "$SRC"
 exec runuser -u "$TEST_USER" -- env -i \
   PATH=/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1 \
-  PYTHONPATH="$(pwd)" \
+  PYTHONPATH="$SRC" \
   "$VENV/bin/python" -m pytest tests/arena/sandbox -p no:cacheprovider -q "$@"
