@@ -193,7 +193,7 @@ class Daemon:
         from arena.sandbox.boundary import probe
 
         # Synthesized environments run only inside the sandbox boundary: where it cannot be
-        # created, they are refused (their phases fail with this reason), never run weaker.
+        # created, they are refused (every phase leaves them out, see load_envs), never run weaker.
         self.sandbox = (await anyio.to_thread.run_sync(probe)).model_dump(include={"available", "detail"})
         if not self.sandbox["available"]:
             log.error(
@@ -333,6 +333,7 @@ class Daemon:
                 previous=dict(previous),
                 _safe_point=self.safe_point,
                 _progress=self.report_progress,
+                sandbox_available=self.sandbox["available"],
             )
             started = time.monotonic()
             with structlog.contextvars.bound_contextvars(phase=phase.name):

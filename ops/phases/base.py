@@ -45,6 +45,9 @@ class PhaseContext:
     _safe_point: Callable[[], Awaitable[None]]
     _progress: Callable[[int, int, str], None]
     log: Any = field(default_factory=lambda: structlog.get_logger("ops.phase"))
+    # Whether the sandbox boundary could be created (the daemon's start-up probe; None: not probed).
+    # Where it cannot, environments whose tools must run in it are left out of every phase.
+    sandbox_available: bool | None = None
 
     async def safe_point(self) -> None:
         """Wait here while paused; raise `StopRequested` when the daemon is stopping."""

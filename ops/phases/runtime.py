@@ -32,7 +32,12 @@ def grown_envs_dir(ctx: PhaseContext) -> Path:
 
 
 def load_envs(ctx: PhaseContext) -> dict[str, Any]:
-    """Every registered environment by name (labels declared for the metrics), grown ones last."""
+    """Every registered environment by name (labels declared for the metrics), grown ones last.
+
+    Without a sandbox boundary (`ctx.sandbox_available` False) the environments whose tools must
+    run in the sandbox (synthesized ones; every one with ARENA_SANDBOX=all) are refused, so the
+    honest ones go on being evaluated and trained; the daemon said why at start-up.
+    """
     envs = registry(ctx).load_all()
     grown = grown_envs_dir(ctx)
     if grown.is_dir():
@@ -43,7 +48,18 @@ def load_envs(ctx: PhaseContext) -> dict[str, Any]:
         for folder in env_dirs_in(grown):
             env = load_environment(folder, cache=False)
             envs[env.name] = env
-    return envs
+    return _usable(ctx, envs)
+
+
+def _usable(ctx: PhaseContext, envs: dict[str, Any]) -> dict[str, Any]:
+    if ctx.sandbox_available is not False:
+        return envs
+    refused = sorted(name for name, env in envs.items() if getattr(env, "sandboxed", False))
+    if refused:
+        log.warning(
+            "phase.sandboxed_envs_refused", envs=refused, reason="the sandbox boundary is unavailable"
+        )
+    return {name: env for name, env in envs.items() if name not in refused}
 
 
 class EpisodeHelpers(NamedTuple):

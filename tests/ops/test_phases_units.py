@@ -282,3 +282,21 @@ async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(make_
     assert isinstance(user, SimulatedUser) and user.model is helper and judge is None
     user, judge = await episode_helpers(ctx, [graded])
     assert user is None and isinstance(judge, TrajectoryJudge) and judge.model is helper
+
+
+def test_without_a_sandbox_boundary_sandboxed_envs_are_refused_and_the_rest_go_on(
+    make_config, monkeypatch
+) -> None:
+    from ops.phases.runtime import load_envs
+
+    monkeypatch.setenv("ARENA_SANDBOX", "all")  # every executable environment now needs the sandbox
+    ctx = context(make_config())
+    everything = load_envs(ctx)
+    executable = {n for n, e in everything.items() if e.kind == "executable"}
+    assert executable and all(everything[n].sandboxed for n in executable)
+    ctx.sandbox_available = False
+    usable = load_envs(ctx)
+    assert not executable & set(usable)  # refused, never run outside the boundary
+    assert set(usable) == set(everything) - executable  # simulated ones need no sandbox
+    ctx.sandbox_available = True
+    assert set(load_envs(ctx)) == set(everything)
