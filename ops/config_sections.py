@@ -333,6 +333,12 @@ class TrainerConfig(ConfigSection):
         description="Publish a new policy only if its yardstick pass rate is not below the lower bound "
         "of its parent's 95% interval (off: publish every trained policy).",
     )
+    gpu_memory_gb: float = Field(
+        80.0,
+        gt=0,
+        description="GPU memory the trainer may use (GB); `arena config check` refuses a plan whose "
+        "weights, gradients and AdamW moments exceed it and warns when worst-case activations do.",
+    )
 
 
 class SandboxConfig(ConfigSection):
