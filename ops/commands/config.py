@@ -66,8 +66,36 @@ def check(args: argparse.Namespace) -> int:
         check_exposure(config.admin)
     except AdminExposureError as exc:
         raise CliError(str(exc)) from None
+    _check_gpu_memory(config)
     print(f"configuration OK ({args.config or 'defaults and ARENA_* variables'})")
     return 0
+
+
+def _check_gpu_memory(config: ArenaConfig) -> None:
+    """Print the trainer's GPU memory estimate for a GPU plan (an http policy server and its
+    base model); refuse one whose weights and optimizer state cannot fit `trainer.gpu_memory_gb`."""
+    if config.trainer.base_model is None or config.models.policy.backend != "http":
+        return  # the CPU recipe: the embedded model trains in host memory
+    from types import SimpleNamespace
+
+    from ops.phases.runtime import trainer_config
+    from trainer.gpu_memory import PlanTooLarge, check_plan, model_shape, plan_for
+
+    shape = model_shape(config.trainer.base_model)
+    if shape is None:
+        print(f"GPU memory: not estimated ({config.trainer.base_model}/config.json not found)")
+        return
+    # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA).
+    plan = plan_for(
+        shape, trainer_config(SimpleNamespace(config=config, round=0)), config.trainer.gpu_memory_gb
+    )
+    try:
+        warning = check_plan(plan)
+    except PlanTooLarge as exc:
+        raise CliError(str(exc)) from None
+    print(f"GPU memory estimate ({shape.source}): {plan.describe()}")
+    if warning:
+        print(f"warning: {warning}")
 
 
 def to_toml(config: ArenaConfig) -> str:
