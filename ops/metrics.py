@@ -208,6 +208,23 @@ class Metrics:
         self.admin_actions = Counter(
             "arena_admin_actions_total", "Admin API actions accepted.", ["action"], registry=r
         )
+        # --- rollouts vs trainer (token chains, sampler mismatch)
+        self.rollout_chain_breaks = Counter(
+            "arena_rollout_chain_breaks_total",
+            "GRPO episodes whose later turns were not trained: the prompt did not extend the token chain.",
+            registry=r,
+        )
+        self.grpo_sampler_logprob_diff = Gauge(
+            "arena_grpo_sampler_logprob_diff",
+            "Mean |trainer - sampler| log-prob on trained tokens, last step (the off-policy mismatch).",
+            registry=r,
+        )
+        self.grpo_importance_ratio = Gauge(
+            "arena_grpo_importance_ratio",
+            "Importance ratios applied to trained tokens, last step, by statistic (mean, min, max).",
+            ["stat"],
+            registry=r,
+        )
         self._init_series()
 
     def _init_series(self) -> None:

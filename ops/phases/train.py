@@ -47,6 +47,14 @@ def step_observer(ctx: PhaseContext) -> Any:
             ctx.metrics.reward_mean.labels(phase="train").set(m.reward_mean)
         if m.reward_std is not None:
             ctx.metrics.reward_std.labels(phase="train").set(m.reward_std)
+        if m.chain_breaks:
+            ctx.metrics.rollout_chain_breaks.inc(m.chain_breaks)
+        if m.sampler_logprob_diff is not None:
+            ctx.metrics.grpo_sampler_logprob_diff.set(m.sampler_logprob_diff)
+        for stat in ("mean", "min", "max"):
+            ratio = getattr(m, f"importance_ratio_{stat}")
+            if ratio is not None:
+                ctx.metrics.grpo_importance_ratio.labels(stat=stat).set(ratio)
         ctx.progress(m.step, ctx.config.round.train_steps, f"GRPO step {m.step}")
 
     return on_step
