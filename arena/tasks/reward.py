@@ -50,6 +50,10 @@ class RewardConfig(BaseModel):
     pass_threshold: float = Field(default=1.0, ge=0.0, le=1.0)
     # Rubric judging: attempts per rubric check before it fails (invalid JSON, model errors).
     judge_attempts: int = Field(default=3, ge=1, le=10)
+    # Plain partial credit per check, without the work rules and provenance: only for synthetic
+    # shaping tasks that test the training loop itself (the test suite's letters task), never for
+    # tasks an agent is meant to learn from. Not exposed in the daemon's configuration.
+    shaping_only: bool = False
 
 
 PenaltyKind = Literal["malformed_calls", "length", "unearned"]

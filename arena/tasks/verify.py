@@ -333,7 +333,7 @@ async def verify(
     writes_required = None if write_tools is None else any(c.name in write_tools for c in task.reference)
     write_log = getattr(instance, "write_log", None)
     reference_reads = {c.name for c in task.reference if write_tools is None or c.name not in write_tools}
-    seen = Observations.of(transcript) if provenance else None
+    seen = Observations.of(transcript) if provenance and not config.shaping_only else None
     base = _template_layout(instance)
     memo = memo or UntouchedMemo()
     # An instance that never changed its template-born state still holds the initial state.
@@ -385,6 +385,6 @@ async def verify(
         malformed_calls=transcript.malformed_calls,
         turns=assistant_turns(transcript),
         config=config,
-        writes_required=writes_required,
+        writes_required=None if config.shaping_only else writes_required,
         wrote=None if write_log is None else bool(write_log),
     )

@@ -6,12 +6,17 @@ from pathlib import Path
 
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.model import AnswerCheck, Task
+from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
 from trainer.config import LoraConfig, TrainerConfig
 
 
 def letters_task(task_id: str = "say-something") -> Task:
     """A tool-less task whose reward is the share of nine mid-frequency letters in the answer.
+
+    A synthetic shaping task for the training loop's own tests: it is scored with
+    `RewardConfig(shaping_only=True)` (see `tiny_config`), since the letters are no observed values
+    and a read-only task would otherwise pay only when all nine appear.
 
     A short greeting contains the six most common letters almost always (every answer then scores
     1.0 and the group has no variance); mid-frequency letters appear in some answers and not in
@@ -36,6 +41,7 @@ def tiny_config(**update: object) -> TrainerConfig:
         system_prompt="compact",
         tool_subset=0,
         gradient_checkpointing=False,
+        reward=RewardConfig(shaping_only=True),
         episode=EpisodeConfig(
             max_turns=1,
             max_tokens_per_turn=12,

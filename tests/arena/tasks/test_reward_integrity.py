@@ -297,3 +297,26 @@ async def test_replay_reference_logs_writes(banking) -> None:
         ]
     finally:
         await instance.aclose()
+
+
+async def test_shaping_only_scores_plain_partial_credit_for_training_loop_tests() -> None:
+    """The training loop's synthetic letters task needs per-check credit; real tasks never get it."""
+    from arena.tasks.reward import RewardConfig
+
+    env, task = _bundled("banking", "may-groceries-total")
+    halves = task.model_copy(
+        update={
+            "checks": [
+                AnswerCheck(name="a", contains=["groceries"]),
+                AnswerCheck(name="b", contains=["never said"]),
+            ]
+        }
+    )
+    instance = env.new_instance()
+    try:
+        transcript = transcript_of(halves, [], [], "groceries")
+        strict = await verify(halves, instance, transcript, env=env)
+        shaping = await verify(halves, instance, transcript, env=env, config=RewardConfig(shaping_only=True))
+    finally:
+        await instance.aclose()
+    assert strict.reward == 0.0 and shaping.reward == 0.5
