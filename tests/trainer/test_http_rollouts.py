@@ -32,13 +32,15 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
 
     served = LocalChatModel.load(embedded_model_path, device="cpu", dtype="float32")
     turns_served: list[int] = []
-    chat = served.chat
+    # Every decode the server runs, through /v1/chat/completions or (token-exact rollouts)
+    # /v1/completions, goes through the model's batcher.
+    submit = served.batcher.submit
 
-    async def counting_chat(*args: Any, **kwargs: Any) -> Any:
+    async def counting_submit(*args: Any, **kwargs: Any) -> Any:
         turns_served.append(1)
-        return await chat(*args, **kwargs)
+        return await submit(*args, **kwargs)
 
-    served.chat = counting_chat  # type: ignore[method-assign]
+    served.batcher.submit = counting_submit  # type: ignore[method-assign]
     reloads: list[str] = []
     load_weights = served.load_weights
 
