@@ -115,11 +115,18 @@ def test_out_of_range_numbers_are_clear_errors(
     assert "--grpo-iterations:" in err and "--sft-epochs: input should be greater than 0" in err
 
 
-@pytest.mark.anyio
-async def test_every_held_out_reference_trajectory_fits_the_sequence_budget(
-    embedded_model_path: Path,
-) -> None:
-    """A task whose perfect episode exceeds the budget could never pass: the bench must not hold one."""
+def test_every_held_out_reference_trajectory_fits_the_sequence_budget(embedded_model_path: Path) -> None:
+    """A task whose perfect episode exceeds the budget could never pass: the bench must not hold one.
+
+    Run on an event loop of its own: in the full suite an HTTP client another test leaked was closed
+    on this test's loop and failed it ("Event loop is closed"); alone it always passed.
+    """
+    import anyio
+
+    anyio.run(_every_held_out_reference_trajectory_fits, embedded_model_path)
+
+
+async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from arena.env.registry import Registry
