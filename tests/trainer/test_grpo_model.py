@@ -187,14 +187,15 @@ async def test_a_round_trains_the_substitute_of_a_flat_group(
             tiny_config(max_steps=2, dynamic_sampling_passes=1),
             on_step=seen.append,
         )
-        if result.resampled_groups:
+        if result.resampled_groups and not result.zero_variance_groups:
             break
-        # Sampling is not seeded: now and then the substitute group scores alike too. Then it is
-        # discarded and the step trains on nothing, which is right but not what this test is for.
-        assert result.zero_variance_groups == 1 and result.steps == 2
+        # Sampling is not seeded: now and then the substitute group (or the other step's letters
+        # group) scores alike too. Then it is discarded and trains on nothing, which is right but
+        # not what this test is for; the flat task's group is always one of the discarded.
+        assert result.zero_variance_groups >= 1 and result.steps == 2
     assert result.steps == 2 and result.episodes == 8
     assert result.resampled_groups == 1 and [m.resampled_groups for m in seen].count(1) == 1
-    assert result.zero_variance_groups == 0, "a letters group scored alike (rare)"
+    assert result.zero_variance_groups == 0, "letters groups scored alike in three rounds"
     assert all(m.finite() and m.zero_variance_fraction == 0.0 for m in seen)
     # The curriculum still hears about the flat task's episodes (run, scored, not trained on).
     outcomes = {o.task: o for o in result.task_outcomes}
