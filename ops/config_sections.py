@@ -256,6 +256,15 @@ class SynthesisConfig(ConfigSection):
         True, description="Grow one training env's database per round when the diagnosis points at scale."
     )
     complexify_rows: int = Field(20, ge=0, description="Rows a round's complexification adds (0: none).")
+    new_envs_per_round: int = Field(
+        1,
+        ge=0,
+        description="Environments SYNTHESIZE may build per round (on the helper) for a weak category or "
+        "motif no training env covers (0: off).",
+    )
+    new_env_max_tries: int = Field(
+        3, ge=1, le=10, description="Tries per step of building a new environment before giving up."
+    )
     writer: Literal["template", "model"] = Field(
         "template", description="Instruction writer: template (no model call) or model (the helper)."
     )

@@ -51,6 +51,8 @@ def _plan(out: dict[str, Any]) -> dict[str, Any]:
     budget = {e: n for e, n in (out.get("allocation") or {}).get("tasks", {}).items() if n}
     keep = ("env", "failure_pattern", "skill", "motif", "target_tools", "n_tasks", "difficulty")
     extra = {k: out[k] for k in ("motifs", "skills", "motif_targets") if k in out}
+    if out.get("new_envs"):
+        extra["new_envs"] = [{k: r.get(k) for k in ("near", "why", "motifs")} for r in out["new_envs"]]
     return {
         "budget": budget,
         "guidelines": [
@@ -73,6 +75,7 @@ def _synthesize(out: dict[str, Any]) -> dict[str, Any]:
         # Motifs each task's reference exercises (targeted or not), where SYNTHESIZE records them.
         "exercises": dict(Counter(m for t in tasks for m in t.get("exercises") or [])),
         "complexified": out.get("complexified"),
+        "new_envs": out.get("new_envs", []),
         "acceptance": out.get("acceptance"),
         "skipped": out.get("skipped"),
     }

@@ -116,6 +116,12 @@ async def prepare_tasks(
     names: what the policy is shown, identical wherever these tasks are used.
     """
     resolved = resolve_envs(tasks, envs)
+    if sandbox is not None:
+        # A synthesized environment learns its tools' schemas from a sandbox worker: before that
+        # the policy would be shown no tools at all.
+        for name in sorted({t.env for t in tasks}):
+            if resolved[name].sandboxed:
+                await resolved[name].describe(sandbox)
     prepared: list[PreparedTask] = []
     skipped: list[str] = []
     seen: set[str] = set()

@@ -1,7 +1,8 @@
 """EVALUATE: the policy on fresh tasks in the held-out arena environments; pass rates per env and category.
 
-1. The arena: `curriculum.stratify.draw_arena` (K per top-level category, disjoint from training);
-   the draw is part of the phase output, stored with the round.
+1. The arena: `curriculum.stratify.draw_arena` (K per top-level category, disjoint from training;
+   environments SYNTHESIZE built are never drawn); the draw is part of the phase output, stored
+   with the round.
 2. Fresh tasks every round at each environment's current curriculum difficulty: graph synthesis
    (gated) for executable environments, the TRUSTEE task generator for simulated ones
    (`round.eval_simulated`). Tasks are stored with the round and reused if the phase restarts.
@@ -25,6 +26,7 @@ from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_runner, simulated_tasks
+from ops.phases.new_envs import built_env_names
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
@@ -46,22 +48,35 @@ async def difficulties(ctx: PhaseContext) -> dict[str, Any]:
     return out
 
 
+def arena_draw(ctx: PhaseContext, categories: dict[str, str]) -> Any:
+    """The round's held-out arena and training split (`curriculum.stratify.ArenaDraw`).
+
+    Environments SYNTHESIZE built are training only: drawing them would move the held-out set
+    (and its yardstick) whenever one is added.
+    """
+    from curriculum import stratify
+
+    built = built_env_names(ctx) & set(categories)
+    draw = stratify.draw_arena(
+        {n: c for n, c in categories.items() if n not in built},
+        ctx.round,
+        stratify.StratifyConfig(per_category=ctx.config.round.eval_envs_per_category),
+        seed=ctx.config.daemon.seed,
+    )
+    draw.training = sorted({*draw.training, *built})
+    return draw
+
+
 class EvaluatePhase(BasePhase):
     """Pass rates of the policy on held-out arena environments."""
 
     name = "evaluate"
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        from curriculum import stratify
 
         envs = load_envs(ctx)
         categories = {name: top_category(env) for name, env in envs.items()}
-        draw = stratify.draw_arena(
-            categories,
-            ctx.round,
-            stratify.StratifyConfig(per_category=ctx.config.round.eval_envs_per_category),
-            seed=ctx.config.daemon.seed,
-        )
+        draw = arena_draw(ctx, categories)
         await self._record_envs(ctx, envs)
         rcfg = ctx.config.round
         candidates = [

@@ -14,6 +14,9 @@
    knob (`curriculum.probes.spread`), so the next decisions can tell the knobs apart.
 5. With `synthesis.complexify_db`, one training environment per round whose diagnosis points at
    scale or ambiguity is chosen to have its database grown by SYNTHESIZE.
+6. A weak arena environment whose category has no trainable environment, or a weak motif none
+   can exercise, asks SYNTHESIZE for a new environment near it (`diagnose.new_envs`; at most
+   `synthesis.new_envs_per_round`).
 The state rows and every decision (with its evidence) are written with the phase's done mark; the
 output keeps the motif mapping, budgets and spread for `arena report`.
 """
@@ -27,7 +30,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from arena.store import CurriculumStateRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.plan_steer import steer_training
-from ops.phases.runtime import load_envs
+from ops.phases.runtime import describe_sandboxed, load_envs
 
 
 def task_difficulty(data: dict[str, Any]) -> Any:
@@ -99,6 +102,8 @@ class PlanPhase(BasePhase):
         arena = [n for n in evaluate.get("arena", []) if n in envs]
         training = [n for n in evaluate.get("training") or sorted(envs) if n in envs and n not in arena]
         new_state, decisions = update_curriculum(state, outcomes, cconf, ctx.round, [*arena, *training])
+        await describe_sandboxed(ctx, envs, training)  # their write tools decide their motifs
+        training = [n for n in training if n in envs]
         trainable = [n for n in training if envs[n].kind == "executable"]
         steer = steer_training(ctx, report, envs, trainable, new_state)
         return {

@@ -33,8 +33,10 @@ def steer_training(
     """Allocation, motif guidelines, difficulty spread and complexification for this round."""
     from curriculum.probes import spread
     from curriculum.sampling import EnvCandidate, allocate_tasks
+    from diagnose.new_envs import new_env_requests
     from diagnose.transfer import complexify_candidates, motif_guidelines, plan_transfer
     from diagnose.wiring import weakness_from_report
+    from ops.phases.new_envs import recently_failed_categories
 
     cur, syn = ctx.config.curriculum, ctx.config.synthesis
     cconf = cur.to_curriculum_config()
@@ -56,6 +58,15 @@ def steer_training(
         record = state.envs.get(n)
         current = record.difficulty if record is not None else cconf.initial
         plain[n] = [{"difficulty": d.as_dict(), "n": k} for d, k in spread(current, rest, ctx.round) if k > 0]
+    new_envs = new_env_requests(
+        report,
+        envs,
+        trainable,
+        transfer,
+        cur.weak_threshold,
+        syn.new_envs_per_round,
+        recently_failed_categories(ctx),
+    )
     complexify: list[dict[str, Any]] = []
     if syn.complexify_db and syn.complexify_rows > 0:
         # Budgeted: one environment per round, `complexify_rows` new rows.
@@ -70,6 +81,7 @@ def steer_training(
         "transfer": transfer.model_dump(mode="json"),
         "spread": plain,
         "complexify": complexify,
+        "new_envs": [r.model_dump(mode="json") for r in new_envs],
         "budget": {
             "tasks_per_round": cur.tasks_per_round,
             "targeted": sum(targeted.values()),

@@ -62,6 +62,26 @@ def _usable(ctx: PhaseContext, envs: dict[str, Any]) -> dict[str, Any]:
     return {name: env for name, env in envs.items() if name not in refused}
 
 
+async def describe_sandboxed(ctx: PhaseContext, envs: dict[str, Any], names: Iterable[str]) -> None:
+    """Tool schemas (and so write tools and motifs) of the sandboxed environments among `names`.
+
+    A synthesized environment knows only its tool names until a sandbox worker describes its
+    tools.py. One that no longer loads there is dropped from `envs` (and logged), not fatal.
+    """
+    from arena.env.errors import EnvLoadError
+
+    todo = [n for n in names if n in envs and envs[n].sandboxed and not envs[n].described]
+    if not todo:
+        return
+    async with sandbox_pool(ctx) as pool:
+        for name in todo:
+            try:
+                await envs[name].describe(pool)
+            except EnvLoadError as exc:
+                log.warning("phase.env_undescribable", env=name, error=str(exc)[:300])
+                envs.pop(name)
+
+
 class EpisodeHelpers(NamedTuple):
     """What executable tasks' episodes may need besides the policy (None where no task needs it)."""
 

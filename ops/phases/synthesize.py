@@ -6,7 +6,9 @@
 2. Targeted tasks: each of PLAN's guidelines (a weak motif mapped onto this training environment)
    gives `n_tasks` graph tasks whose walks favour the motif's tools at the knob levels the motif
    needs; its failure pattern and skill go to the writer.
-3. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
+3. New environments (`ops.phases.new_envs`): each one PLAN asked for is built on the helper; once
+   built it gets `synthesis.tasks_per_weak_env` tasks aimed at its weak motif in this round.
+4. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
    level and probes ±1 on one knob), so the next PLAN can measure each knob.
 Every task passes the gates; acceptance per gate goes to `arena_synthesis_gate_total`. Tasks are
 stored with the round (and reused if the phase restarts). The output lists each task with its
@@ -25,7 +27,8 @@ import anyio
 import structlog
 
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.runtime import grown_envs_dir, load_envs, sandbox_pool
+from ops.phases.new_envs import build_new_envs, new_env_guidelines, report_records
+from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
 from ops.phases.tasks import graph_tasks, save_tasks, stored_tasks
 
 log = structlog.get_logger(__name__)
@@ -45,12 +48,23 @@ class SynthesizePhase(BasePhase):
 
         plan = ctx.previous.get("plan", {})
         grown = await self._complexify(ctx, plan.get("complexify", []))
+        built = await build_new_envs(ctx, plan.get("new_envs", []))
         budget: dict[str, int] = plan.get("allocation", {}).get("tasks", {})
         envs = load_envs(ctx)
         budget = {e: int(n) for e, n in sorted(budget.items()) if e in envs and int(n) > 0}
-        if not budget:
-            return {"tasks": [], "skipped": "no task budget from PLAN", "complexified": grown}
         guidelines = {g["env"]: Guideline.model_validate(g) for g in plan.get("guidelines", [])}
+        fresh_envs = [r.name for r in built if r.ok and r.name in envs]
+        await describe_sandboxed(ctx, envs, fresh_envs)  # their motifs need their write tools
+        for name, guideline in new_env_guidelines(ctx, built, envs).items():
+            guidelines[name] = guideline
+            budget[name] = guideline.n_tasks
+        if not budget:
+            return {
+                "tasks": [],
+                "skipped": "no task budget from PLAN",
+                "complexified": grown,
+                "new_envs": report_records(built),
+            }
         spread: dict[str, list[dict[str, Any]]] = plan.get("spread", {})
         have = await stored_tasks(ctx, list(budget), ("graph", "targeted"))
         helper = await ctx.models.helper() if ctx.config.synthesis.writer == "model" else None
@@ -105,6 +119,7 @@ class SynthesizePhase(BasePhase):
             "budget": budget,
             "counts": count_tasks(listed),
             "complexified": grown,
+            "new_envs": report_records(built),
             "acceptance": kept / requested if requested else None,
             "synthesis": reports,
         }

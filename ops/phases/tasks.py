@@ -74,6 +74,8 @@ async def graph_tasks(
     from arena.synth.graph_tasks import synthesize_graph_tasks
     from arena.synth.targeted import guideline_bias
 
+    if env.sandboxed and sandbox is not None:
+        await env.describe(sandbox)  # a synthesized env's tool schemas and write tools (idempotent)
     writer = ctx.config.synthesis.writer if helper is not None else "template"
     attempts = max(8, n * ctx.config.synthesis.max_attempts)
     kwargs: dict[str, Any] = {

@@ -140,6 +140,8 @@ def small_eval() -> Callable[..., dict[str, str]]:
             "ARENA_ROUND__MAX_TOKENS_PER_TURN": "16",
             "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
             "ARENA_TRAINER__TOOL_SUBSET": "0",
+            # The 135M helper cannot write an environment; tests/ops/test_new_envs.py covers it.
+            "ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND": "0",
         }
         return base | overrides
 

@@ -130,6 +130,7 @@ async def test_a_motif_failed_in_the_arena_fills_round_two_training_tasks(make_c
         ARENA_CURRICULUM__TASKS_PER_ROUND="21",
         ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="8",
         ARENA_SYNTHESIS__COMPLEXIFY_DB="false",
+        ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0",  # here: the motif reaches existing envs only
     )
     policy = ScriptedMotifBlindPolicy(MOTIF)
     async with Store(config.database_url) as store:

@@ -1,4 +1,5 @@
-"""PLAN's steering keys: curriculum.weak_threshold, synthesis.tasks_per_weak_env, synthesis.complexify_db/_rows."""
+"""PLAN's steering keys: curriculum.weak_threshold, synthesis.tasks_per_weak_env, synthesis.complexify_db/_rows,
+synthesis.new_envs_per_round."""
 
 from __future__ import annotations
 
@@ -112,3 +113,12 @@ async def test_synthesize_grows_the_chosen_database_once_per_round(make_config, 
     ctx.config.synthesis.complexify_db = False
     ctx.round = 3
     assert await SynthesizePhase()._complexify(ctx, chosen) == []
+
+
+def test_new_envs_per_round_asks_for_an_env_where_no_training_category_fits(make_config, envs) -> None:
+    """food_delivery (Lifestyle) is weak and no training environment is in Lifestyle."""
+    on = steer(make_config, envs)
+    [request] = on["new_envs"]
+    assert request["near"] == "food_delivery" and request["category"][0] == "Lifestyle"
+    assert "Lifestyle" in request["theme"]
+    assert steer(make_config, envs, ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0")["new_envs"] == []

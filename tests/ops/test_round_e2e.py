@@ -38,6 +38,7 @@ def tiny(model: Path) -> dict[str, str]:
         # The agent's prompt (~3k tokens of evidence) is the slowest call of a CPU round; its
         # wiring runs in `make run` and diagnose's own real-model tests. Here: the statistical path.
         "ARENA_DIAGNOSIS__AGENT": "false",
+        "ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND": "0",  # the 135M helper cannot write an environment
         "ARENA_TRAINER__BATCH_SIZE": "2",
         "ARENA_TRAINER__SFT_EPOCHS": "1",
         "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
