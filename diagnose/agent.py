@@ -49,7 +49,7 @@ class DiagnosisBudget(BaseModel):
     max_calls: int = Field(default=6, ge=1, le=100)
     max_tokens: int = Field(default=40_000, ge=100)
     max_seconds: float = Field(default=300.0, gt=0)
-    max_tokens_per_call: int = Field(default=900, ge=16, le=32_768)
+    max_tokens_per_call: int = Field(default=1500, ge=16, le=32_768)
 
 
 class DiagnosisConfig(BaseModel):
@@ -215,6 +215,10 @@ async def _agent_loop(
         if left < 16:
             return None, f"token budget spent ({usage.tokens} tokens); last problem: {reason}"
         final = sandbox is None or usage.calls == budget.max_calls - 1
+        if final and left < budget.max_tokens_per_call:
+            # The report's schema is sized to the full per-call cap: a shorter call could end
+            # mid-answer, which is not JSON.
+            return None, f"token budget spent ({usage.tokens} tokens); last problem: {reason}"
         params = SamplingParams(
             temperature=0.0,
             max_tokens=min(budget.max_tokens_per_call, left),

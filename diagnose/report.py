@@ -115,16 +115,38 @@ class DiagnosisReport(BaseModel):
         return [w.env for w in self.weak_envs]
 
 
+# Tokens of one weak environment's JSON structure at most (keys, enums, up to 3 episode ids and
+# 7 tool names, six knobs), and of the top level; `tests/diagnose` checks them with the tokenizer.
+ITEM_STRUCTURE_TOKENS = 290
+TOP_STRUCTURE_TOKENS = 40
+MIN_TEXT_CHARS = 60  # below this a further weak environment is not worth its room
+
+
 def schema_sizes(max_tokens: int, max_weak: int) -> tuple[int, int]:
     """(weak environments, characters per free-text field) that fit one answer of `max_tokens`.
 
     A grammar-constrained answer cut off by the token cap is not JSON, so the schema itself must
-    fit: about 150 tokens of structure per weak environment, five text fields each (and the
-    summary), about three characters per token.
+    fit. Free text is printable ASCII (`text_schema`), and a byte-level tokenizer spends at most
+    one token per ASCII character: a small model that fills a field with digits ("12:30:50.12…")
+    does exactly that. Each weak environment has four text fields, plus the summary.
     """
-    items = max(1, min(max_weak, (max_tokens - 40) // 260))
-    room = max(0, max_tokens - 40 - 150 * items) * 3
-    return items, max(24, min(240, room // (1 + 4 * items)))
+
+    def chars(items: int) -> int:
+        room = max_tokens - TOP_STRUCTURE_TOKENS - ITEM_STRUCTURE_TOKENS * items
+        return max(0, room) // (1 + 4 * items)
+
+    items = 1
+    while items < max_weak and chars(items + 1) >= MIN_TEXT_CHARS:
+        items += 1
+    return items, max(8, min(240, chars(items)))
+
+
+def text_schema(max_chars: int) -> dict[str, Any]:
+    """A free-text field: printable ASCII without quotes or backslashes, at most `max_chars`.
+
+    The length sits in the pattern because xgrammar ignores `maxLength` beside a `pattern`.
+    """
+    return {"type": "string", "pattern": f"[ !#-\\[\\]-~]{{0,{max_chars}}}"}
 
 
 def draft_schema(
@@ -141,7 +163,7 @@ def draft_schema(
     for e in evidence.episodes:
         if not e.passed:
             failed.setdefault(e.env, []).append(e.episode_id)
-    text = {"type": "string", "maxLength": text_chars}
+    text = text_schema(text_chars)
     knobs = {
         name: {"type": "integer", "minimum": spec.min_level, "maximum": spec.max_level}
         for name, spec in KNOBS.items()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
 
+from arena.env.registry import Registry
 from diagnose.agent import DiagnosisBudget, DiagnosisConfig, run_diagnosis
+from diagnose.evidence import EnvMeta, build_evidence
 from diagnose.report import draft_schema, flatten_draft, schema_sizes, validate_draft
 from diagnose.wiring import episode_id
 
@@ -69,16 +72,63 @@ def test_schema_allows_only_failing_envs_with_their_own_tools_and_episodes(b: Si
     pattern = item["properties"]["pattern"]["properties"]
     assert set(pattern["episode_ids"]["items"]["enum"]) == {f"shop/t1#{i}" for i in range(4)}
     assert "cancel_order" in pattern["tools"]["items"]["enum"]
-    assert item["properties"]["evidence"]["maxLength"] == 50
+    assert item["properties"]["evidence"]["pattern"].endswith("{0,50}")
     assert schema["properties"]["weak_envs"]["maxItems"] == 1  # one failing environment
 
 
 def test_schema_sizes_fit_the_per_call_cap() -> None:
-    items, chars = schema_sizes(256, 5)
-    assert items == 1 and 24 <= chars < 240
-    # Worst case: every text field at its maximum stays within the cap (about 3 chars a token).
-    assert 40 + 150 * items + (1 + 4 * items) * chars / 3 <= 256
+    items, chars = schema_sizes(400, 5)
+    assert items == 1 and 8 <= chars < 240
     assert schema_sizes(2000, 5)[0] > schema_sizes(600, 5)[0]
+
+
+def _longest(schema: dict, tokens) -> object:
+    """The instance of `schema` that costs the most tokens (text: digits, one token each)."""
+    if "anyOf" in schema:
+        return max((_longest(s, tokens) for s in schema["anyOf"]), key=lambda v: tokens(json.dumps(v)))
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return max(schema["enum"], key=lambda v: tokens(json.dumps(v)))
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: _longest(v, tokens) for k, v in schema["properties"].items()}
+    if kind == "array":
+        return [_longest(schema["items"], tokens)] * schema.get("maxItems", 1)
+    if kind == "string":
+        return "1" * int(re.search(r"\{0,(\d+)\}$", schema["pattern"]).group(1))
+    if kind == "integer":
+        return schema["maximum"]
+    return 0.1234567  # a bounded number: xgrammar allows at most seven decimals
+
+
+@pytest.mark.parametrize("max_tokens", [400, 448, 900, 1500, 2000, 4000])
+def test_the_longest_answer_the_grammar_allows_fits_the_cap(
+    b: SimpleNamespace, embedded_model_path, max_tokens: int
+) -> None:
+    """Over the bundled environments' real tool names and episode ids, with every text field full
+    of digits (one token each, as a small model writes them), the answer still ends within the cap."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
+
+    def tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    assert tokens("1" * 40) == 40 and tokens("~" * 40) <= 40  # the worst case is one per character
+    envs = {n: e for n, e in Registry().load_all().items() if e.kind == "executable"}
+    eps = []
+    for name, env in envs.items():
+        task = b.task(name, reference=[(env.tool_names[0], {})], tid="ys-medium-g-s217377-00001")
+        transcript = b.transcript([b.call(env.tool_names[0])], env=name)
+        eps += [
+            b.episode(f"{name}/ys-medium-g-s217377-0000{i}#0", transcript, b.verdict(), task, env=name)
+            for i in range(4)
+        ]
+    evidence = build_evidence(1, eps, {n: EnvMeta.from_environment(e) for n, e in envs.items()})
+    items, chars = schema_sizes(max_tokens, 5)
+    answer = _longest(draft_schema(evidence, max_items=items, text_chars=chars), tokens)
+    assert tokens(json.dumps(answer, separators=(", ", ": "))) <= max_tokens
 
 
 def test_schema_compiles_to_a_grammar(b: SimpleNamespace) -> None:
@@ -90,14 +140,14 @@ def test_schema_compiles_to_a_grammar(b: SimpleNamespace) -> None:
 async def test_a_prose_answer_is_followed_by_a_constrained_call_sized_to_the_cap(b: SimpleNamespace) -> None:
     ev, eps = _evidence(b)
     helper = ScriptedFakeHelper(["The shop environment is weak.", json.dumps(nested_answer())])
-    config = DiagnosisConfig(budget=DiagnosisBudget(max_calls=2, max_tokens_per_call=256))
+    config = DiagnosisConfig(budget=DiagnosisBudget(max_calls=2, max_tokens_per_call=400))
     report = await run_diagnosis(ev, eps, helper=helper, sandbox=None, config=config)
     assert report.source == "agent", report.fallback_reason
     assert report.guidelines[0].motif == "id_chaining"
     _, _, params = helper.requests[-1]
-    assert params is not None and params.json_schema is not None and params.max_tokens == 256
+    assert params is not None and params.json_schema is not None and params.max_tokens == 400
     text = params.json_schema["properties"]["summary"]
-    assert text["maxLength"] == schema_sizes(256, 5)[1]
+    assert text["pattern"].endswith(f"{{0,{schema_sizes(400, 5)[1]}}}")
 
 
 def test_episode_ids_name_the_environment_once() -> None:
