@@ -9,6 +9,7 @@ a repository of small typed async functions and integrity checks.
 
 from arena.store import repo, repo_yardstick
 from arena.store.engine import Store, StoreError, make_engine
+from arena.store.fidelity import HelperFidelityRow, latest_fidelity, save_fidelity
 from arena.store.integrity import IntegrityReport, check_integrity
 from arena.store.tables import (
     PHASES,
@@ -35,6 +36,7 @@ __all__ = [
     "EnvironmentRow",
     "EpisodeRow",
     "EventRow",
+    "HelperFidelityRow",
     "IntegrityReport",
     "PhaseRow",
     "RoundRow",
@@ -44,7 +46,9 @@ __all__ = [
     "YardstickRunRow",
     "YardstickTaskRow",
     "check_integrity",
+    "latest_fidelity",
     "make_engine",
     "repo",
     "repo_yardstick",
+    "save_fidelity",
 ]
