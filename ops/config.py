@@ -31,6 +31,7 @@ from ops.config_sections import (
     ModelsConfig,
     RoundConfig,
     SandboxConfig,
+    SimulationConfig,
     StoreConfig,
     SynthesisConfig,
     TrainerConfig,
@@ -73,6 +74,7 @@ class ArenaConfig(ConfigSection):
     round: RoundConfig = Field(default_factory=RoundConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     diagnosis: DiagnosisConfig = Field(default_factory=DiagnosisConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

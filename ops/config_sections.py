@@ -270,6 +270,18 @@ class SynthesisConfig(ConfigSection):
     )
 
 
+class SimulationConfig(ConfigSection):
+    """Cheap (simulated) environments: when the helper's simulation may be trained on."""
+
+    max_false_pass: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="Simulated envs get training budget only while the helper's measured judge "
+        "false-pass rate (`arena bench sim --save`) is below this; 1: always, even unmeasured.",
+    )
+
+
 class DiagnosisConfig(ConfigSection):
     """The diagnosis agent (the helper with a sandboxed Python tool) and its budget."""
 

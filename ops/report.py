@@ -51,6 +51,11 @@ def _plan(out: dict[str, Any]) -> dict[str, Any]:
     budget = {e: n for e, n in (out.get("allocation") or {}).get("tasks", {}).items() if n}
     keep = ("env", "failure_pattern", "skill", "motif", "target_tools", "n_tasks", "difficulty")
     extra = {k: out[k] for k in ("motifs", "skills", "motif_targets") if k in out}
+    if out.get("cheap_gate"):
+        # Whether simulated environments got training budget, and the measured evidence why.
+        gate = out["cheap_gate"]
+        extra["cheap_gate"] = {k: gate.get(k) for k in ("open", "why", "helper", "false_pass", "agreement")}
+        extra["simulated"] = out.get("simulated", {})
     if out.get("new_envs"):
         extra["new_envs"] = [{k: r.get(k) for k in ("near", "why", "motifs")} for r in out["new_envs"]]
     return {

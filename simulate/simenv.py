@@ -221,11 +221,14 @@ async def run_simulated_episode(
     helper: ChatModel,
     settings: SimulationSettings | None = None,
     config: EpisodeConfig | None = None,
+    system_prompt: str | None = None,
 ) -> SimulatedEpisode:
     """Run `task` on simulated `env` with `policy`; the helper plays tools, user and judge.
 
-    The agent sees the task's tool subset when the task generator recorded one. Never raises for
-    anything the policy or the simulators do (failures end up in the transcript and verdict).
+    The agent sees the task's tool subset when the task generator recorded one, under
+    `system_prompt` (default: the environment's full prompt; training passes its own style). Never
+    raises for anything the policy or the simulators do (failures end up in the transcript and
+    verdict).
     """
     settings = settings or SimulationSettings()
     instance = SimulatedInstance(
@@ -238,7 +241,12 @@ async def run_simulated_episode(
     )
     try:
         transcript = await run_episode(
-            policy, instance, task, user=user, config=config, system_prompt=system_prompt_for(env, task.mode)
+            policy,
+            instance,
+            task,
+            user=user,
+            config=config,
+            system_prompt=system_prompt or system_prompt_for(env, task.mode),
         )
     finally:
         await instance.aclose()

@@ -284,13 +284,15 @@ async def train_round(
     judge: ChatModel | None = None,
     sandbox: Any = None,
     publisher: WeightPublisher | None = None,
+    simulator: ChatModel | None = None,
 ) -> TrainResult:
     """Run one GRPO round of `config.max_steps` optimizer steps on `tasks`, starting from `policy_dir`.
 
     Checkpoints go to `out_dir/checkpoints/`; the result's `policy_dir` is the last one (the next
     round's input). `envs` maps environment names to loaded environments (default: the registry);
     `user` plays the user in conversational tasks; `judge` grades rubric checks; `sandbox` runs
-    synthesized environments' tools;
+    synthesized environments' tools; `simulator` (the helper) plays simulated environments' tools,
+    users and judge;
     `publisher` pushes the starting weights and then every update to an HTTP rollout server (and is
     not needed for local rollouts, which sample from the trainer's own model).
     """
@@ -302,6 +304,11 @@ async def train_round(
     )
     if not prepared:
         raise ValueError(f"no trainable tasks for round {round_id} ({len(skipped)} skipped: {skipped[:3]})")
+    simulated = sorted({p.task.env for p in prepared if p.env.kind == "simulated"})
+    if simulated and simulator is None:
+        raise ValueError(
+            f"tasks of simulated environments ({', '.join(simulated)}) need the helper as simulator"
+        )
     offset, start_dir, prior_seconds = 0, policy_dir, 0.0
     latest = latest_checkpoint(out_dir)
     if latest is not None and latest[1].phase == "grpo" and latest[1].round_id == round_id:
@@ -338,7 +345,14 @@ async def train_round(
             o.reward_sum += float(verdict.reward)
 
     bridge = RolloutBridge(
-        prepared, config, policy_factory=factory, user=user, judge=judge, sandbox=sandbox, on_rollout=count
+        prepared,
+        config,
+        policy_factory=factory,
+        user=user,
+        judge=judge,
+        sandbox=sandbox,
+        simulator=simulator,
+        on_rollout=count,
     )
     run = _Run(
         round_id=round_id,

@@ -76,12 +76,29 @@ async def run_and_verify(
     user: UserSimulator | None = None,
     judge: ChatModel | None = None,
     sandbox: Any = None,
+    simulator: ChatModel | None = None,
 ) -> tuple[Transcript, Verdict]:
     """One episode of a prepared task on a fresh instance, and its verdict.
 
     `user` plays the user of a conversational task; `judge` grades rubric checks (without one they
-    fail, saying so).
+    fail, saying so). A task of a simulated environment runs on `simulator` (the helper model),
+    which plays its tools, its user and its judge (`simulate.simenv`); its tool results reach the
+    token chain as environment text, so they are never trained on.
     """
+    if item.env.kind == "simulated":
+        from simulate.simenv import run_simulated_episode
+
+        if simulator is None:
+            raise ValueError(f"task {item.key} is simulated: it needs the helper model as simulator")
+        episode = await run_simulated_episode(
+            policy,
+            item.env,
+            item.task,
+            helper=simulator,
+            config=config.episode,
+            system_prompt=item.system_prompt,
+        )
+        return episode.transcript, episode.verdict
     instance = item.env.new_instance(sandbox=sandbox) if item.env.sandboxed else item.env.new_instance()
     try:
         transcript = await run_episode(
@@ -171,9 +188,11 @@ class RolloutBridge:
         user: UserSimulator | None = None,
         judge: ChatModel | None = None,
         sandbox: Any = None,
+        simulator: ChatModel | None = None,
         on_rollout: Callable[[RolloutStats, list[tuple[str, Transcript, Verdict]]], None] | None = None,
     ) -> None:
         self.tasks: Mapping[str, PreparedTask] = {t.key: t for t in tasks}
+        self.simulator = simulator  # the helper that plays simulated environments
         self.config = config
         self.policy_factory = policy_factory
         self.user = user
@@ -272,6 +291,7 @@ class RolloutBridge:
                         user=self.user,
                         judge=self.judge,
                         sandbox=self.sandbox,
+                        simulator=self.simulator,
                     )
 
         async with anyio.create_task_group() as tg:

@@ -292,9 +292,16 @@ async def sft_warmup(
             seconds=time.perf_counter() - started,
             checkpoints=[CheckpointInfo(path=latest[0], step=latest[1].step)],
         )
+    # Tasks of simulated environments have no reference trajectory (and no real tool results).
+    simulated = [t for t in tasks if t.origin == "simulated"]
     prepared, skipped = await prepare_tasks(
-        tasks, envs, sandbox=sandbox, system_prompt=config.system_prompt, tool_subset=config.tool_subset
+        [t for t in tasks if t.origin != "simulated"],
+        envs,
+        sandbox=sandbox,
+        system_prompt=config.system_prompt,
+        tool_subset=config.tool_subset,
     )
+    skipped += [f"{t.full_id}: no reference trajectory (simulated)" for t in simulated]
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"

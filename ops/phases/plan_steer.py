@@ -40,7 +40,9 @@ def steer_training(
 
     cur, syn = ctx.config.curriculum, ctx.config.synthesis
     cconf = cur.to_curriculum_config()
-    transfer = plan_transfer(report, envs, trainable, cur.weak_threshold)
+    # Motifs, spreads and new environments are about graph tasks: executable environments only.
+    executable = [n for n in trainable if envs[n].kind == "executable"]
+    transfer = plan_transfer(report, envs, executable, cur.weak_threshold)
     by_category = category_weakness(report, envs, cur.weak_threshold)
     named = weakness_from_report(report) if report is not None else {}
     candidates = []
@@ -53,15 +55,21 @@ def steer_training(
     guidelines = motif_guidelines(transfer, allocation.tasks, levels, envs, syn.tasks_per_weak_env)
     targeted = {g.env: g.n_tasks for g in guidelines}
     plain: dict[str, list[dict[str, Any]]] = {}
+    simulated: dict[str, dict[str, Any]] = {}
     for n, total in sorted(allocation.tasks.items()):
         rest = int(total) - targeted.get(n, 0)
         record = state.envs.get(n)
         current = record.difficulty if record is not None else cconf.initial
+        if envs[n].kind == "simulated":
+            # The TRUSTEE task generator writes them at the environment's current difficulty.
+            if rest > 0:
+                simulated[n] = {"difficulty": current.as_dict(), "n": rest}
+            continue
         plain[n] = [{"difficulty": d.as_dict(), "n": k} for d, k in spread(current, rest, ctx.round) if k > 0]
     new_envs = new_env_requests(
         report,
         envs,
-        trainable,
+        executable,
         transfer,
         cur.weak_threshold,
         syn.new_envs_per_round,
@@ -72,7 +80,7 @@ def steer_training(
         # Budgeted: one environment per round, `complexify_rows` new rows.
         complexify = [
             {"env": n, "why": why, "rows": syn.complexify_rows}
-            for n, why in complexify_candidates(report, transfer, envs, trainable)[:1]
+            for n, why in complexify_candidates(report, transfer, envs, executable)[:1]
         ]
     return {
         "candidates": [c.model_dump(mode="json") for c in candidates],
@@ -80,6 +88,7 @@ def steer_training(
         "guidelines": [g.model_dump(mode="json") for g in guidelines],
         "transfer": transfer.model_dump(mode="json"),
         "spread": plain,
+        "simulated": simulated,
         "complexify": complexify,
         "new_envs": [r.model_dump(mode="json") for r in new_envs],
         "budget": {

@@ -8,7 +8,9 @@
    needs; its failure pattern and skill go to the writer.
 3. New environments (`ops.phases.new_envs`): each one PLAN asked for is built on the helper; once
    built it gets `synthesis.tasks_per_weak_env` tasks aimed at its weak motif in this round.
-4. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
+4. Simulated environments (when PLAN's cheap gate let them have budget): TRUSTEE tasks at their
+   difficulty through the simulated gates (`ops.phases.cheap_tasks`).
+5. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
    level and probes ±1 on one knob), so the next PLAN can measure each knob.
 Every task passes the gates; acceptance per gate goes to `arena_synthesis_gate_total`. Tasks are
 stored with the round (and reused if the phase restarts). The output lists each task with its
@@ -27,6 +29,7 @@ import anyio
 import structlog
 
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.cheap_tasks import simulated_training_tasks
 from ops.phases.new_envs import build_new_envs, new_env_guidelines, report_records
 from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
 from ops.phases.tasks import graph_tasks, save_tasks, stored_tasks
@@ -66,7 +69,8 @@ class SynthesizePhase(BasePhase):
                 "new_envs": report_records(built),
             }
         spread: dict[str, list[dict[str, Any]]] = plan.get("spread", {})
-        have = await stored_tasks(ctx, list(budget), ("graph", "targeted"))
+        have = await stored_tasks(ctx, list(budget), ("graph", "targeted", "simulated"))
+        cheap: dict[str, dict[str, Any]] = plan.get("simulated", {})
         helper = await ctx.models.helper() if ctx.config.synthesis.writer == "model" else None
         # Distractor tools come from environments the policy does not train on in this round.
         pool_names = [f"{n}/{t}" for n, e in sorted(envs.items()) if n not in budget for t in e.tool_names]
@@ -87,6 +91,16 @@ class SynthesizePhase(BasePhase):
                     "reports": reports,
                 }
                 fresh: list[Any] = []
+                if envs[name].kind == "simulated":
+                    point = cheap.get(name, {"n": budget[name], "difficulty": {}})
+                    fresh += await simulated_training_tasks(
+                        ctx,
+                        envs[name],
+                        int(point["n"]),
+                        _difficulty(point["difficulty"]),
+                        seed=ctx.seed,
+                        reports=reports,
+                    )
                 guideline = guidelines.get(name)
                 if guideline is not None:
                     fresh += await graph_tasks(

@@ -111,6 +111,9 @@ class TrainPhase(BasePhase):
                 policy_dir = sft.policy_dir
             ctx.progress(0, tconf.max_steps, "GRPO")
             helpers = await episode_helpers(ctx, tasks)
+            # Simulated environments' tools, users and judge are the helper's to play.
+            cheap = any(envs[t.env].kind == "simulated" for t in tasks if t.env in envs)
+            simulator = await ctx.models.helper() if cheap else None
             grpo = await train_round(
                 ctx.round,
                 tasks,
@@ -123,6 +126,7 @@ class TrainPhase(BasePhase):
                 sandbox=pool,
                 user=helpers.user,
                 judge=helpers.judge,
+                simulator=simulator,
                 # Rollouts from the policy server: it gets every update, so they stay on-policy.
                 publisher=http_publisher(ctx) if tconf.rollout_backend == "http" else None,
             )

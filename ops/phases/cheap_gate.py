@@ -1,0 +1,67 @@
+"""Whether cheap (simulated) environments may be trained on this round: trust follows fidelity.
+
+A simulated environment's reward is the helper's judgement, so GRPO on it learns whatever the
+judge lets pass. `arena bench sim --save` measures the helper's judge against the programmatic
+verifier on executable episodes and stores the false-pass rate (judge passes, verifier fails)
+with the helper's identity. PLAN gives simulated environments training budget only while that
+rate is below `simulation.max_false_pass`; an unmeasured helper is not trusted (except with the
+gate set to 1, which opens it). The decision and its evidence are stored with PLAN's output, and
+a withheld budget is an event, so `arena report` and the event log say why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ops.phases.base import PhaseContext
+
+
+class CheapGate(BaseModel):
+    """The decision and what it rests on."""
+
+    open: bool
+    helper: str
+    why: str
+    false_pass: float | None = None
+    false_pass_interval: tuple[float, float] | None = None
+    agreement: float | None = None
+    measured_at: str | None = None
+    limit: float
+
+
+async def cheap_gate(ctx: PhaseContext) -> CheapGate:
+    """The gate for this round's PLAN, from the stored fidelity of the configured helper."""
+    from arena.store.fidelity import latest_fidelity
+    from ops.commands.bench_sim import helper_identity
+
+    limit = ctx.config.simulation.max_false_pass
+    helper = helper_identity(ctx.config.models.helper)
+    async with ctx.store.transaction() as s:
+        row = await latest_fidelity(s, helper)
+    measured: dict[str, Any] = {}
+    if row is not None and row.false_pass is not None:
+        measured = {
+            "false_pass": row.false_pass,
+            "false_pass_interval": (row.false_pass_low, row.false_pass_high),
+            "agreement": row.judge_agreement,
+            "measured_at": str(row.measured_at),
+        }
+    if limit >= 1.0:
+        return CheapGate(
+            open=True, helper=helper, limit=limit, why="simulation.max_false_pass = 1", **measured
+        )
+    if row is None or row.false_pass is None:
+        why = (
+            f"the helper {helper} has no measured judge false-pass rate "
+            "(run `arena bench sim --save` with this configuration)"
+        )
+        return CheapGate(open=False, helper=helper, limit=limit, why=why)
+    ok = row.false_pass < limit
+    why = (
+        f"the helper's judge false-pass rate {row.false_pass:.2f} "
+        f"[{row.false_pass_low or 0:.2f}, {row.false_pass_high or 1:.2f}] over {row.episodes} episodes is "
+        f"{'below' if ok else 'not below'} simulation.max_false_pass {limit:g}"
+    )
+    return CheapGate(open=ok, helper=helper, limit=limit, why=why, **measured)

@@ -1,0 +1,126 @@
+"""GRPO on a cheap (simulated) environment, with the real embedded model as policy and as helper.
+
+The helper plays the weather service's tools and judges the episodes (TRUSTEE-style); the trained
+token chain holds the simulated tool results as environment text, never as policy tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.env.registry import Registry
+from arena.episode.runner import EpisodeConfig
+from arena.protocols import UserContext
+from arena.tasks.model import RubricCheck, Task
+from arena.types import SamplingParams
+from trainer.grpo import train_round
+from trainer.metrics import StepMetrics
+from trainer.rollout import RolloutBridge, SampledBatch
+
+from .tiny import tiny_config
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+TOOLS = "get_current_weather,get_daily_forecast"
+
+
+def weather_task() -> Task:
+    """A task as the TRUSTEE generator writes them (fixed here, so the test does not hang on it)."""
+    return Task(
+        id="sim-7-paris",
+        env="weather",
+        instruction="Is it warm in Paris right now?",
+        user=UserContext(intent="Know the current temperature in Paris", persona="novice user"),
+        checks=[
+            RubricCheck(
+                name="intent",
+                criteria=[
+                    "The assistant looked up the current weather in Paris",
+                    "It states the temperature",
+                ],
+            )
+        ],
+        difficulty={"walk_length": 1, "tool_subset": TOOLS, "expected_tools": "get_current_weather"},
+        origin="simulated",
+    )
+
+
+def calling_config() -> Any:
+    """Two turns, each with a schema-valid tool call: every episode reaches the simulated tools."""
+    params = SamplingParams(temperature=1.0, logprobs=True, constrain_tool_calls=True, require_tool_call=True)
+    episode = EpisodeConfig(max_turns=2, max_tokens_per_turn=64, max_total_tokens=4096, params=params)
+    return tiny_config(episode=episode, drop_zero_variance=False, group_size=2)
+
+
+@pytest.mark.anyio
+async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_results(
+    embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simulate.local import LocalChatModel
+
+    helper = LocalChatModel.load(embedded_model_path, device="cpu")
+    envs = {"weather": Registry().load_all()["weather"]}
+    trained: list[tuple[dict[str, list[Any]], SampledBatch]] = []
+    build_output = RolloutBridge.build_output
+
+    def recording(self: RolloutBridge, batch: SampledBatch, **kwargs: Any) -> dict[str, list[Any]]:
+        trained.append((build_output(self, batch, **kwargs), batch))
+        return trained[-1][0]
+
+    monkeypatch.setattr(RolloutBridge, "build_output", recording)
+    seen: list[StepMetrics] = []
+    result = await train_round(
+        0,
+        [weather_task()],
+        embedded_model_path,
+        tmp_path,
+        calling_config(),
+        on_step=seen.append,
+        envs=envs,
+        simulator=helper,
+    )
+    assert result.steps == 1 and len(seen) == 1 and seen[0].finite()
+    [(out, batch)] = trained
+    assert batch.keys == [weather_task().full_id] * 2  # the step's batch: simulated episodes
+    simulated_results = 0
+    for i, (transcript, verdict) in enumerate(batch.episodes):
+        meta = transcript.metadata["simulator"]
+        assert meta["model"] and verdict.checks and verdict.checks[0].kind == "rubric"
+        chain = transcript.chains[0]
+        mask = out["env_mask"][i]
+        assert out["completion_ids"][i] == chain.completion_ids() and len(mask) == len(chain.completion_ids())
+        position = 0
+        for segment in chain.segments[1:]:
+            span = mask[position : position + len(segment.token_ids)]
+            if segment.kind == "policy":
+                assert span == [1] * len(segment.token_ids)
+            else:  # tool results (the helper's text) and template glue: never trained
+                assert span == [0] * len(segment.token_ids)
+            position += len(segment.token_ids)
+        assert position == len(mask)
+        # Every simulated result the policy was shown sits in the masked part of its chain.
+        context = helper.tokenizer.decode(
+            [t for t, m in zip(chain.completion_ids(), mask, strict=True) if m == 0]
+        )
+        # (Results after the last policy turn end the episode: no later prompt shows them.)
+        last_turn = max(j for j, m in enumerate(transcript.messages) if m.role == "assistant")
+        for message in transcript.messages[:last_turn]:
+            if message.role == "tool" and message.content:
+                simulated_results += 1
+                assert message.content[:40] in context
+    assert simulated_results > 0, "no episode got a simulated tool result"
+    # The per-task outcome the curriculum hears about is the simulated environment's.
+    [outcome] = result.task_outcomes
+    assert outcome.env == "weather" and outcome.episodes == 2
+
+
+@pytest.mark.anyio
+async def test_simulated_tasks_without_the_helper_are_refused(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    envs = {"weather": Registry().load_all()["weather"]}
+    with pytest.raises(ValueError, match="need the helper as simulator"):
+        await train_round(0, [weather_task()], embedded_model_path, tmp_path, calling_config(), envs=envs)
