@@ -92,6 +92,18 @@ class Metrics:
         self.overall_pass_rate = Gauge(
             "arena_overall_pass_rate", "Evaluation pass rate over all arena environments.", registry=r
         )
+        # How far the helper's judge (the reward of simulated environments) agrees with the
+        # programmatic verifier, as last measured by `arena bench sim --save` (-1: unmeasured).
+        self.helper_judge_agreement = Gauge(
+            "arena_helper_judge_agreement",
+            "Measured agreement of the helper's judge with the verifier (-1: not measured).",
+            registry=r,
+        )
+        self.helper_judge_false_pass = Gauge(
+            "arena_helper_judge_false_pass",
+            "Measured false-pass rate of the helper's judge (-1: not measured).",
+            registry=r,
+        )
         # The yardstick: fixed tasks at fixed levels, every tool, greedy (`ops.phases.yardstick`).
         self.yardstick_pass_rate = Gauge(
             "arena_yardstick_pass_rate",
@@ -237,8 +249,15 @@ class Metrics:
         for role in ("policy", "helper"):
             self.tokens.labels(role=role)
         from arena.tasks.adversary import ADVERSARIES
+        from simulate.sim_gates import SIM_GATES
 
-        for gate in ("gold", "adversary", *(f"adversary_{a}" for a in ADVERSARIES)):
+        gates = (
+            "gold",
+            "adversary",
+            *(f"adversary_{a}" for a in ADVERSARIES),
+            *(f"sim_{g}" for g in SIM_GATES),
+        )
+        for gate in gates:
             for result in ("accepted", "rejected"):
                 self.synthesis_gate.labels(gate=gate, result=result)
         for component in ("phase", "admin", "model", "store"):
@@ -246,6 +265,8 @@ class Metrics:
         for decision in ("published", "held_back"):
             self.publish_decisions.labels(decision=decision)
         self.eval_tool_subset.set(-1)
+        self.helper_judge_agreement.set(-1)
+        self.helper_judge_false_pass.set(-1)
         self.paused.set(0)
         self.ready.set(0)
         self.weak_envs.set(0)

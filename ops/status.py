@@ -57,6 +57,8 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
         "last_completed_round": done.round if done is not None else None,
         "last_pass_rates": rates or evaluate.get("pass_rates", {}),
         "last_pass_rates_tool_view": tool_view(evaluate.get("tool_subset")) if evaluate else None,
+        # Which of those the helper's judge scored, and how far that judge was measured to agree.
+        "last_pass_rates_judge": evaluate.get("judge"),
         "last_yardstick": {
             "policy": yard["policy"],
             "overall": yard["overall"],

@@ -121,8 +121,11 @@ def _render_status(data: dict[str, Any]) -> str:
     rates = data.get("last_pass_rates") or {}
     if rates:
         lines.append(f"fresh tasks ({data.get('last_pass_rates_tool_view') or 'tool view not recorded'}):")
+    judge = data.get("last_pass_rates_judge") or {}
     for env, rate in sorted(rates.items()):
-        lines.append(f"  {env:<28} pass rate {rate:.2f}")
+        lines.append(
+            f"  {env:<28} pass rate {rate:.2f}" + (judge_text(judge) if env in judge.get("envs", []) else "")
+        )
     publish = data.get("last_publish")
     if publish:
         lines.append(
@@ -134,6 +137,15 @@ def _render_status(data: dict[str, Any]) -> str:
             f"curriculum: {cur['environments']} environments, mean difficulty {cur['mean_difficulty']}"
         )
     return "\n".join(lines)
+
+
+def judge_text(judge: dict[str, Any]) -> str:
+    """`  (judge-scored: agreement 0.62)` beside a pass rate the helper's judge decided."""
+    if judge.get("agreement") is None:
+        return "  (judge-scored; judge not measured)"
+    return (
+        f"  (judge-scored: agreement {judge['agreement']:.2f}, false-pass {judge.get('false_pass') or 0:.2f})"
+    )
 
 
 def interval_text(score: dict[str, Any] | None) -> str:

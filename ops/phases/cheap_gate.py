@@ -31,15 +31,43 @@ class CheapGate(BaseModel):
     limit: float
 
 
-async def cheap_gate(ctx: PhaseContext) -> CheapGate:
-    """The gate for this round's PLAN, from the stored fidelity of the configured helper."""
+async def helper_fidelity(ctx: PhaseContext) -> tuple[str, Any]:
+    """The configured helper's identity and its latest stored fidelity row (None: unmeasured).
+
+    Also publishes the row's judge agreement and false-pass rate as gauges (-1 when unmeasured),
+    shown beside the judge-scored pass rates on the dashboard.
+    """
     from arena.store.fidelity import latest_fidelity
     from ops.commands.bench_sim import helper_identity
 
-    limit = ctx.config.simulation.max_false_pass
     helper = helper_identity(ctx.config.models.helper)
     async with ctx.store.transaction() as s:
         row = await latest_fidelity(s, helper)
+    measured = row is not None and row.false_pass is not None
+    ctx.metrics.helper_judge_false_pass.set(row.false_pass if measured else -1)  # type: ignore[union-attr]
+    agreement = row.judge_agreement if row is not None else None
+    ctx.metrics.helper_judge_agreement.set(agreement if agreement is not None else -1)
+    return helper, row
+
+
+def judge_note(helper: str, row: Any) -> dict[str, Any]:
+    """What a judge-scored figure carries beside it: whose judge, and how far it was measured to agree."""
+    if row is None or row.judge_agreement is None:
+        return {"helper": helper, "agreement": None, "note": "judge not measured (arena bench sim --save)"}
+    return {
+        "helper": helper,
+        "agreement": row.judge_agreement,
+        "agreement_interval": (row.agreement_low, row.agreement_high),
+        "false_pass": row.false_pass,
+        "episodes": row.episodes,
+        "measured_at": str(row.measured_at),
+    }
+
+
+async def cheap_gate(ctx: PhaseContext) -> CheapGate:
+    """The gate for this round's PLAN, from the stored fidelity of the configured helper."""
+    limit = ctx.config.simulation.max_false_pass
+    helper, row = await helper_fidelity(ctx)
     measured: dict[str, Any] = {}
     if row is not None and row.false_pass is not None:
         measured = {

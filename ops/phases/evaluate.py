@@ -23,6 +23,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from arena.store import EnvironmentRow, repo
 from ops.phases import yardstick
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_runner, simulated_tasks
@@ -124,6 +125,9 @@ class EvaluatePhase(BasePhase):
         for env, rate in rates.items():
             by_category[categories.get(env, "Uncategorized")].append(rate)
         category_rates = {c: sum(v) / len(v) for c, v in by_category.items()}
+        judged = sorted(n for n in chosen if envs[n].kind == "simulated")
+        # Judge-scored pass rates carry the helper judge's measured agreement beside them.
+        judge = {"envs": judged, **judge_note(*await helper_fidelity(ctx))} if judged else None
         return {
             **out,
             **stats,
@@ -137,6 +141,7 @@ class EvaluatePhase(BasePhase):
             # distractors (None: every tool); the yardstick always sees every tool.
             "tool_subset": tconf.tool_subset,
             "yardstick": yard,
+            "judge": judge,
         }
 
     async def _record_envs(self, ctx: PhaseContext, envs: dict[str, Any]) -> None:

@@ -208,3 +208,38 @@ async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(make_
     )
     out, _ = await plan_with_gate(open_gate, None)
     assert out["cheap_gate"]["open"] and out["allocation"]["tasks"]["weather"] == 4
+
+
+async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(make_config) -> None:
+    """EVALUATE's note for simulated envs, the gauges, and `arena status` beside the pass rate."""
+    from arena.store.fidelity import HelperFidelityRow, save_fidelity
+    from ops.commands.admin import _render_status
+    from ops.commands.bench_sim import helper_identity
+    from ops.phases.cheap_gate import helper_fidelity, judge_note
+
+    config = make_config()
+    metrics = Metrics()
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        ctx = context(config, store, {}, None, metrics)
+        unmeasured = judge_note(*await helper_fidelity(ctx))
+        assert unmeasured["agreement"] is None and metrics.helper_judge_agreement._value.get() == -1
+        async with store.transaction() as s:
+            row = HelperFidelityRow(helper_id=helper_identity(config.models.helper), episodes=40, **MEASURED)
+            await save_fidelity(s, row)
+        note = judge_note(*await helper_fidelity(ctx))
+    assert note["agreement"] == 0.9 and note["false_pass"] == 0.05
+    assert metrics.helper_judge_agreement._value.get() == 0.9
+    assert metrics.helper_judge_false_pass._value.get() == 0.05
+    status = {
+        "round": 2,
+        "phase": "evaluate",
+        "last_pass_rates": {"banking": 0.5, "weather": 0.75},
+        "last_pass_rates_judge": {"envs": ["weather"], **note},
+    }
+    text = _render_status(status)
+    [weather] = [line for line in text.splitlines() if "weather" in line]
+    assert "judge-scored: agreement 0.90, false-pass 0.05" in weather
+    assert "judge" not in next(line for line in text.splitlines() if "banking" in line)
+    unmeasured_text = _render_status({**status, "last_pass_rates_judge": {"envs": ["weather"], **unmeasured}})
+    assert "judge not measured" in unmeasured_text
