@@ -11,6 +11,11 @@ Two sources:
 `write_simulated_env` runs the quality filter (`simulate.simulators.quality`) plus structural
 checks (tool name, JSON schema validity), writes only the kept tools, and loads the result with
 the arena loader to be sure it is a working environment. Dropped tools come back with reasons.
+
+Parameter descriptions a source left out are written before the filter runs
+(`simulate.param_descriptions`); each written one is listed on its tool in tools.json under
+`x-arena-generated` (`[{"parameter": ..., "by": "helper" | "fallback", "model": ...}]`), a key the
+arena loader ignores and `arena envs show` reads back.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import structlog
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from arena.env.errors import EnvLoadError
 from arena.env.loader import load_environment
@@ -47,6 +52,27 @@ class ToolImportError(ValueError):
     """The source cannot be imported at all (bad file, unreachable server, no usable tool)."""
 
 
+GENERATED_KEY = "x-arena-generated"  # on a tool entry of tools.json: the descriptions Arena wrote
+
+
+class GeneratedParam(BaseModel):
+    """A parameter description that the source lacked and Arena wrote."""
+
+    tool: str
+    parameter: str
+    text: str
+    by: Literal["helper", "fallback"]  # the helper model, or the deterministic fallback
+    model: str | None = None  # the helper's name (by == "helper")
+    why: str | None = None  # why the fallback wrote it (by == "fallback")
+
+    def mark(self) -> dict[str, str]:
+        """The entry written under `x-arena-generated`."""
+        out = {"parameter": self.parameter, "by": self.by}
+        if self.model:
+            out["model"] = self.model
+        return out
+
+
 class ImportedTool(BaseModel):
     """One tool as found in the source, before filtering."""
 
@@ -55,6 +81,7 @@ class ImportedTool(BaseModel):
     input_schema: dict[str, Any] | None = None
     read_only: bool | None = None
     problem: str | None = None  # a structural fault found while reading it
+    generated: list[GeneratedParam] = Field(default_factory=list)  # descriptions Arena wrote
 
     def spec(self) -> ToolSpec:
         """The tool as a `ToolSpec` (for the quality filter)."""
@@ -69,6 +96,8 @@ class ImportedTool(BaseModel):
         }
         if self.read_only is not None:
             out["annotations"] = {"readOnlyHint": self.read_only}
+        if self.generated:
+            out[GENERATED_KEY] = [g.mark() for g in self.generated]
         return out
 
 
@@ -79,6 +108,7 @@ class ImportReport(BaseModel):
     env: str
     kept: list[str]
     dropped: list[ToolQuality]
+    generated: list[GeneratedParam] = Field(default_factory=list)  # of the kept tools
 
 
 def _entry(raw: Any, index: int) -> ImportedTool:
@@ -305,4 +335,10 @@ def write_simulated_env(
     except EnvLoadError as exc:  # a defect of the importer, reported rather than left behind silently
         raise ToolImportError(f"the written environment does not load: {exc}") from None
     log.info("import.written", env=name, path=str(out_dir), kept=len(kept), dropped=len(dropped))
-    return ImportReport(path=str(out_dir), env=name, kept=[t.name for t in kept], dropped=dropped)
+    return ImportReport(
+        path=str(out_dir),
+        env=name,
+        kept=[t.name for t in kept],
+        dropped=dropped,
+        generated=[g for t in kept for g in t.generated],
+    )

@@ -141,8 +141,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------- show
 
 
-def _param_lines(schema: dict[str, Any]) -> list[str]:
+def _param_lines(schema: dict[str, Any], generated: dict[str, str] | None = None) -> list[str]:
+    """One line per parameter; a description Arena wrote at import ends with `[generated: BY]`."""
     required = set(schema.get("required", []))
+    generated = generated or {}
     lines = []
     for pname, prop in schema.get("properties", {}).items():
         kind = prop.get("type") or " | ".join(
@@ -154,15 +156,21 @@ def _param_lines(schema: dict[str, Any]) -> list[str]:
             extra = ""
         else:
             extra = f" = {json.dumps(prop['default'])}" if "default" in prop else " (optional)"
-        lines.append(f"      {pname}: {kind or 'any'}{extra}  {prop.get('description', '')}".rstrip())
+        mark = f"  [generated: {generated[pname]}]" if pname in generated else ""
+        lines.append(f"      {pname}: {kind or 'any'}{extra}  {prop.get('description', '')}".rstrip() + mark)
     return lines
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     """`arena envs show ENV`."""
     quiet_logs()
+    from simulate.param_descriptions import generated_marks
+
     env = load_or_fail(resolve_one(args.env, env_path_of(args)))
     card = env.card()
+    marks = generated_marks(Path(env.path)) if env.kind == "simulated" else {}
+    for t in card["tools"]:
+        t["generated"] = marks.get(t["name"], {})  # parameter -> "helper" | "fallback"
     if args.json:
         print(json.dumps(card, indent=2, ensure_ascii=False))
         return 0
@@ -178,7 +186,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     for t in card["tools"]:
         print(f"  {t['name']}{'  [writes]' if t['writes'] else ''}")
         print(f"      {t['description'].splitlines()[0] if t['description'] else ''}")
-        print("\n".join(_param_lines(t["parameters"])) or "      (no arguments)")
+        print("\n".join(_param_lines(t["parameters"], t["generated"])) or "      (no arguments)")
+    if marks:
+        print(
+            "\n[generated: BY]: a description the source lacked, written at import by the helper or the fallback"
+        )
     return 0
 
 
