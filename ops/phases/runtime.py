@@ -44,9 +44,16 @@ def load_envs(ctx: PhaseContext) -> dict[str, Any]:
         from arena.env.loader import load_environment
         from arena.env.registry import env_dirs_in
 
+        from arena.env.errors import EnvLoadError
+
         # Not cached: a folder is replaced in place when the environment grows again.
         for folder in env_dirs_in(grown):
-            env = load_environment(folder, cache=False)
+            try:
+                env = load_environment(folder, cache=False)
+            except EnvLoadError as exc:
+                # One folder edited by hand into a broken state must not stop every phase.
+                log.warning("phase.env_folder_broken", folder=str(folder), error=str(exc)[:300])
+                continue
             envs[env.name] = env
     return _usable(ctx, envs)
 

@@ -226,3 +226,13 @@ async def test_new_env_max_tries_bounds_a_failing_step_and_the_category_rests(ma
     assert any(e.action == "env.build_failed" for e in events)
     assert recently_failed_categories(context(config, store, 5, {})) == {"Lifestyle"}
     assert recently_failed_categories(context(config, store, 9, {})) == set()  # rested long enough
+
+
+def test_a_broken_folder_in_the_data_dir_is_skipped_not_fatal(make_config) -> None:
+    config = make_config()
+    ctx = context(config, None, 1, {})
+    broken = grown_envs_dir(ctx) / "half_written"
+    broken.mkdir(parents=True)
+    (broken / "env.toml").write_text('name = "half_written"\nkind = "executable"\n')  # no title, no files
+    envs = load_envs(ctx)
+    assert "half_written" not in envs and "banking" in envs
