@@ -41,10 +41,9 @@ def load_envs(ctx: PhaseContext) -> dict[str, Any]:
     envs = registry(ctx).load_all()
     grown = grown_envs_dir(ctx)
     if grown.is_dir():
+        from arena.env.errors import EnvLoadError
         from arena.env.loader import load_environment
         from arena.env.registry import env_dirs_in
-
-        from arena.env.errors import EnvLoadError
 
         # Not cached: a folder is replaced in place when the environment grows again.
         for folder in env_dirs_in(grown):
