@@ -49,7 +49,7 @@ class DiagnosisBudget(BaseModel):
     max_calls: int = Field(default=6, ge=1, le=100)
     max_tokens: int = Field(default=40_000, ge=100)
     max_seconds: float = Field(default=300.0, gt=0)
-    max_tokens_per_call: int = Field(default=1500, ge=16, le=32_768)
+    max_tokens_per_call: int = Field(default=2500, ge=16, le=32_768)
 
 
 class DiagnosisConfig(BaseModel):

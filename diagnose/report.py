@@ -115,10 +115,11 @@ class DiagnosisReport(BaseModel):
         return [w.env for w in self.weak_envs]
 
 
-# Tokens of one weak environment's JSON structure at most (keys, enums, up to 3 episode ids and
-# 7 tool names, six knobs), and of the top level; `tests/diagnose` checks them with the tokenizer.
-ITEM_STRUCTURE_TOKENS = 290
-TOP_STRUCTURE_TOKENS = 40
+# Characters of one weak environment's JSON structure at most (keys, enums, up to 3 episode ids
+# and 7 tool names, six knobs), and of the top level; `tests/diagnose` checks them on the longest
+# answer the grammar allows over the bundled environments.
+ITEM_STRUCTURE_CHARS = 720
+TOP_STRUCTURE_CHARS = 40
 MIN_TEXT_CHARS = 60  # below this a further weak environment is not worth its room
 
 
@@ -126,13 +127,15 @@ def schema_sizes(max_tokens: int, max_weak: int) -> tuple[int, int]:
     """(weak environments, characters per free-text field) that fit one answer of `max_tokens`.
 
     A grammar-constrained answer cut off by the token cap is not JSON, so the schema itself must
-    fit. Free text is printable ASCII (`text_schema`), and a byte-level tokenizer spends at most
-    one token per ASCII character: a small model that fills a field with digits ("12:30:50.12…")
-    does exactly that. Each weak environment has four text fields, plus the summary.
+    fit, in the worst case: every character its own token. The answer is printable ASCII
+    (`text_schema`, ASCII enums), every token but the end-of-turn one is at least one byte, and
+    a small model does spell out the structure a character at a time (the embedded 135M model
+    spent 448 tokens on 880 characters). Each weak environment has four text fields, plus the
+    summary. Below one environment with 8-character fields (800 tokens) the answer may not fit.
     """
 
     def chars(items: int) -> int:
-        room = max_tokens - TOP_STRUCTURE_TOKENS - ITEM_STRUCTURE_TOKENS * items
+        room = max_tokens - TOP_STRUCTURE_CHARS - ITEM_STRUCTURE_CHARS * items
         return max(0, room) // (1 + 4 * items)
 
     items = 1

@@ -291,9 +291,9 @@ class DiagnosisConfig(ConfigSection):
     max_tokens: int = Field(40_000, ge=100, description="Tokens per diagnosis.")
     max_seconds: float = Field(300.0, gt=0, description="Wall time per diagnosis before the fallback.")
     max_tokens_per_call: int = Field(
-        1500,
-        ge=400,
-        description="Completion tokens per helper call; the report's schema is sized to fit (at least 400).",
+        2500,
+        ge=800,
+        description="Completion tokens per helper call; the report's schema is sized to fit (at least 800).",
     )
     max_weak: int = Field(5, ge=1, description="Weak environments reported at most.")
 
