@@ -146,3 +146,54 @@ def small_eval() -> Callable[..., dict[str, str]]:
         return base | overrides
 
     return settings
+
+
+class ModelsStub:
+    """The phases' model registry holding fixed models (None where a test needs no such role)."""
+
+    policy_weights = None
+
+    def __init__(self, policy: Any = None, helper: Any = None) -> None:
+        self._policy, self._helper = policy, helper
+
+    async def policy(self) -> Any:
+        return self._policy
+
+    async def helper(self) -> Any:
+        return self._helper
+
+
+@pytest.fixture
+def phase_context() -> Callable[..., Any]:
+    """`phase_context(config, store=None, round_no=1, previous=None, *, phase, policy, helper, metrics)`:
+    a `PhaseContext` for running one phase directly (no daemon; safe points and progress do nothing)."""
+    from ops.metrics import Metrics
+    from ops.phases.base import PhaseContext
+
+    def make(
+        config: ArenaConfig,
+        store: Any = None,
+        round_no: int = 1,
+        previous: dict[str, Any] | None = None,
+        *,
+        phase: str = "plan",
+        policy: Any = None,
+        helper: Any = None,
+        metrics: Any = None,
+    ) -> PhaseContext:
+        async def safe_point() -> None:
+            return None
+
+        return PhaseContext(
+            round=round_no,
+            phase=phase,
+            config=config,
+            store=store,
+            metrics=metrics or Metrics(),
+            models=ModelsStub(policy, helper),  # type: ignore[arg-type]
+            previous=previous or {},
+            _safe_point=safe_point,
+            _progress=lambda done, total, note: None,
+        )
+
+    return make

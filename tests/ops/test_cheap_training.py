@@ -16,7 +16,6 @@ from arena.env.registry import Registry
 from arena.store import Store
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
 from ops.metrics import Metrics
-from ops.phases.base import PhaseContext
 from ops.phases.synthesize import SynthesizePhase
 from simulate.sim_gates import run_sim_gates
 from simulate.simulators.judge import TrajectoryJudge
@@ -66,31 +65,6 @@ class ScriptedFakeHelper:
         return Completion(text=text, usage=Usage(prompt_tokens=10, completion_tokens=10))
 
 
-class HelperOnly:
-    def __init__(self, helper: Any) -> None:
-        self._helper = helper
-
-    async def helper(self) -> Any:
-        return self._helper
-
-
-def context(config: Any, store: Any, previous: dict[str, Any], helper: Any, metrics: Metrics) -> PhaseContext:
-    async def safe_point() -> None:
-        return None
-
-    return PhaseContext(
-        round=1,
-        phase="synthesize",
-        config=config,
-        store=store,
-        metrics=metrics,
-        models=HelperOnly(helper),  # type: ignore[arg-type]
-        previous=previous,
-        _safe_point=safe_point,
-        _progress=lambda done, total, note: None,
-    )
-
-
 @pytest.fixture(scope="module")
 def weather() -> Any:
     return Registry().load_all()["weather"]
@@ -115,7 +89,9 @@ def weather_difficulty() -> Any:
     return Difficulty()
 
 
-async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(make_config, weather) -> None:
+async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(
+    make_config, phase_context, weather
+) -> None:
     config = make_config()
     plan = {
         "allocation": {"tasks": {"weather": 2}},
@@ -125,7 +101,15 @@ async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(make_
     async with Store(config.database_url) as store:
         await store.migrate()
         out = await SynthesizePhase().run(
-            context(config, store, {"plan": plan}, ScriptedFakeHelper("fair"), metrics)
+            phase_context(
+                config,
+                store,
+                1,
+                {"plan": plan},
+                phase="synthesize",
+                helper=ScriptedFakeHelper("fair"),
+                metrics=metrics,
+            )
         )
         assert [t["origin"] for t in out["tasks"]] == ["simulated", "simulated"]
         assert {t["env"] for t in out["tasks"]} == {"weather"}
@@ -133,7 +117,9 @@ async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(make_
         assert report["kind"] == "simulated" and report["kept"] == 2 and report["rejections"] == {}
         # A restarted phase reuses the stored tasks: no helper call.
         again = ScriptedFakeHelper("fair")
-        rerun = await SynthesizePhase().run(context(config, store, {"plan": plan}, again, metrics))
+        rerun = await SynthesizePhase().run(
+            phase_context(config, store, 1, {"plan": plan}, phase="synthesize", helper=again, metrics=metrics)
+        )
         assert again.calls == 0 and [t["id"] for t in rerun["tasks"]] == [t["id"] for t in out["tasks"]]
     gate = metrics.synthesis_gate.labels(gate="sim_gold", result="accepted")
     assert gate._value.get() == 2
@@ -143,14 +129,24 @@ async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(make_
     async with Store(config.database_url) as store:
         await store.migrate()
         out = await SynthesizePhase().run(
-            context(config, store, {"plan": plan}, ScriptedFakeHelper("lax"), metrics)
+            phase_context(
+                config,
+                store,
+                1,
+                {"plan": plan},
+                phase="synthesize",
+                helper=ScriptedFakeHelper("lax"),
+                metrics=metrics,
+            )
         )
     assert out["tasks"] == [] and out["synthesis"][0]["rejections"] == {
         "sim_empty": 2 * config.synthesis.max_attempts
     }
 
 
-async def plan_with_gate(config: Any, fidelity: dict[str, Any] | None) -> tuple[dict[str, Any], list[Any]]:
+async def plan_with_gate(
+    phase_context: Any, config: Any, fidelity: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[Any]]:
     """PLAN over one executable and one simulated training environment; the stored fidelity row."""
     from arena.store import repo
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
@@ -166,7 +162,7 @@ async def plan_with_gate(config: Any, fidelity: dict[str, Any] | None) -> tuple[
                     helper_id=helper_identity(config.models.helper), episodes=40, **fidelity
                 )
                 await save_fidelity(s, row)
-        ctx = context(config, store, previous, None, Metrics())
+        ctx = phase_context(config, store, 1, previous, phase="plan")
         out = await PlanPhase().run(ctx)
         async with store.transaction() as s:
             await PlanPhase().persist(s, ctx, out)
@@ -177,19 +173,23 @@ async def plan_with_gate(config: Any, fidelity: dict[str, Any] | None) -> tuple[
 MEASURED = {"false_pass": 0.05, "false_pass_low": 0.01, "false_pass_high": 0.16, "judge_agreement": 0.9}
 
 
-async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(make_config, tmp_path) -> None:
+async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(
+    make_config, phase_context, tmp_path
+) -> None:
     from ops.report import round_record
 
     cheap = {"ARENA_CURRICULUM__CHEAP_SHARE": "0.5", "ARENA_CURRICULUM__TASKS_PER_ROUND": "8"}
     # Unmeasured (the default configuration on a fresh store): no budget, an event, and the report says why.
-    out, events = await plan_with_gate(make_config(**cheap), None)
+    out, events = await plan_with_gate(phase_context, make_config(**cheap), None)
     assert not out["cheap_gate"]["open"] and "no measured judge false-pass rate" in out["cheap_gate"]["why"]
     assert "weather" not in out["allocation"]["tasks"] and "weather" in out["untrainable"]
     assert any(e.action == "cheap.withheld" for e in events)
     assert "arena bench sim --save" in round_record(1, "done", {"plan": out})["plan"]["cheap_gate"]["why"]
 
     # Measured below the limit: half the budget goes to the simulated environment, at its difficulty.
-    out, events = await plan_with_gate(make_config(**cheap, ARENA_DATA_DIR=str(tmp_path / "below")), MEASURED)
+    out, events = await plan_with_gate(
+        phase_context, make_config(**cheap, ARENA_DATA_DIR=str(tmp_path / "below")), MEASURED
+    )
     assert out["cheap_gate"]["open"] and out["cheap_gate"]["false_pass"] == 0.05
     assert out["allocation"]["tasks"]["weather"] == 4 and out["simulated"]["weather"]["n"] == 4
     assert not any(e.action == "cheap.withheld" for e in events)
@@ -198,7 +198,7 @@ async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(make_
     strict = make_config(
         **cheap, ARENA_SIMULATION__MAX_FALSE_PASS="0.05", ARENA_DATA_DIR=str(tmp_path / "strict")
     )
-    out, _ = await plan_with_gate(strict, MEASURED)
+    out, _ = await plan_with_gate(phase_context, strict, MEASURED)
     assert not out["cheap_gate"]["open"] and "0.05" in out["cheap_gate"]["why"]
     assert "weather" not in out["allocation"]["tasks"]
 
@@ -206,11 +206,13 @@ async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(make_
     open_gate = make_config(
         **cheap, ARENA_SIMULATION__MAX_FALSE_PASS="1", ARENA_DATA_DIR=str(tmp_path / "open")
     )
-    out, _ = await plan_with_gate(open_gate, None)
+    out, _ = await plan_with_gate(phase_context, open_gate, None)
     assert out["cheap_gate"]["open"] and out["allocation"]["tasks"]["weather"] == 4
 
 
-async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(make_config) -> None:
+async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(
+    make_config, phase_context
+) -> None:
     """EVALUATE's note for simulated envs, the gauges, and `arena status` beside the pass rate."""
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
     from ops.commands.admin import _render_status
@@ -221,7 +223,7 @@ async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(make
     metrics = Metrics()
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = context(config, store, {}, None, metrics)
+        ctx = phase_context(config, store, 1, {}, phase="synthesize", helper=None, metrics=metrics)
         unmeasured = judge_note(*await helper_fidelity(ctx))
         assert unmeasured["agreement"] is None and metrics.helper_judge_agreement._value.get() == -1
         async with store.transaction() as s:

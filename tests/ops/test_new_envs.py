@@ -20,8 +20,6 @@ from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
 from diagnose.new_envs import new_env_requests
 from diagnose.report import DiagnosisReport, RankedEnv
 from diagnose.transfer import TransferPlan
-from ops.metrics import Metrics
-from ops.phases.base import PhaseContext
 from ops.phases.evaluate import arena_draw
 from ops.phases.new_envs import BuildLedger, built_env_names, recently_failed_categories
 from ops.phases.runtime import grown_envs_dir, load_envs, sandbox_pool
@@ -65,35 +63,6 @@ class ScriptedFakeEnvWriter:
         return Completion(text=text, usage=Usage(prompt_tokens=10, completion_tokens=len(text) // 4))
 
 
-class HelperOnly:
-    """The phases' model registry, holding only the helper."""
-
-    def __init__(self, helper: Any) -> None:
-        self._helper = helper
-
-    async def helper(self) -> Any:
-        return self._helper
-
-
-def context(
-    config: Any, store: Any, round_no: int, previous: dict[str, Any], helper: Any = None
-) -> PhaseContext:
-    async def safe_point() -> None:
-        return None
-
-    return PhaseContext(
-        round=round_no,
-        phase="synthesize",
-        config=config,
-        store=store,
-        metrics=Metrics(),
-        models=HelperOnly(helper),  # type: ignore[arg-type]
-        previous=previous,
-        _safe_point=safe_point,
-        _progress=lambda done, total, note: None,
-    )
-
-
 def weak_report(env: str = "food_delivery", pass_rate: float = 0.1) -> DiagnosisReport:
     weak = RankedEnv(env=env, score=0.8, rank=1, pass_rate=pass_rate, attempts=8)
     return DiagnosisReport(round=1, source="fallback", weak_envs=[weak])
@@ -131,7 +100,7 @@ def test_no_request_when_a_training_env_fits_or_the_budget_is_zero(envs) -> None
 
 
 async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_arena(
-    make_config, envs
+    make_config, phase_context, envs
 ) -> None:
     config = make_config(ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="3")
     [request] = new_env_requests(
@@ -146,7 +115,7 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
     writer = ScriptedFakeEnvWriter()
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = context(config, store, 1, {"plan": plan}, writer)
+        ctx = phase_context(config, store, 1, {"plan": plan}, helper=writer)
         out = await SynthesizePhase().run(ctx)
         [built] = out["new_envs"]
         assert built["ok"] and built["name"] == "tool_library", built
@@ -174,7 +143,7 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
 
         # A restarted phase builds nothing again and reuses the stored tasks.
         calls = writer.calls
-        again = await SynthesizePhase().run(context(config, store, 1, {"plan": plan}, writer))
+        again = await SynthesizePhase().run(phase_context(config, store, 1, {"plan": plan}, helper=writer))
         assert writer.calls == calls
         assert sorted(t["id"] for t in again["tasks"]) == sorted(t["id"] for t in out["tasks"])
 
@@ -187,35 +156,37 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
 
         # The same request next round: the name is taken, so nothing is written over, the failure
         # is recorded and the category rests for a while.
-        later = await SynthesizePhase().run(context(config, store, 2, {"plan": plan}, writer))
+        later = await SynthesizePhase().run(phase_context(config, store, 2, {"plan": plan}, helper=writer))
         [again_built] = later["new_envs"]
         assert not again_built["ok"] and "taken" in again_built["problem"]
-        assert recently_failed_categories(context(config, store, 3, {})) == {"Lifestyle"}
+        assert recently_failed_categories(phase_context(config, store, 3)) == {"Lifestyle"}
         ledger = json.loads((grown_envs_dir(ctx) / "built.json").read_text())
         assert set(ledger["attempts"]) == {"r1:food_delivery", "r2:food_delivery"}
         assert BuildLedger.load(grown_envs_dir(ctx)).built() == {"tool_library"}
 
 
-async def test_new_envs_per_round_zero_builds_nothing(make_config, envs) -> None:
+async def test_new_envs_per_round_zero_builds_nothing(make_config, phase_context, envs) -> None:
     config = make_config(ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0")
     [request] = new_env_requests(weak_report(), envs, TRAINING, TransferPlan(), 0.5, 1)
     plan = {"allocation": {"tasks": {}}, "new_envs": [request.model_dump(mode="json")]}
     writer = ScriptedFakeEnvWriter()
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = context(config, store, 1, {"plan": plan}, writer)
+        ctx = phase_context(config, store, 1, {"plan": plan}, helper=writer)
         out = await SynthesizePhase().run(ctx)
     assert out["new_envs"] == [] and writer.calls == 0 and built_env_names(ctx) == set()
 
 
-async def test_new_env_max_tries_bounds_a_failing_step_and_the_category_rests(make_config, envs) -> None:
+async def test_new_env_max_tries_bounds_a_failing_step_and_the_category_rests(
+    make_config, phase_context, envs
+) -> None:
     config = make_config(ARENA_SYNTHESIS__NEW_ENV_MAX_TRIES="2")
     [request] = new_env_requests(weak_report(), envs, TRAINING, TransferPlan(), 0.5, 1)
     plan = {"allocation": {"tasks": {}}, "new_envs": [request.model_dump(mode="json")]}
     writer = ScriptedFakeEnvWriter(broken="schema")
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = context(config, store, 4, {"plan": plan}, writer)
+        ctx = phase_context(config, store, 4, {"plan": plan}, helper=writer)
         out = await SynthesizePhase().run(ctx)
         async with store.transaction() as s:
             events = await repo.list_events(s, 20)
@@ -224,13 +195,13 @@ async def test_new_env_max_tries_bounds_a_failing_step_and_the_category_rests(ma
     assert "schema" in record["problem"] and writer.calls == 3
     assert not (grown_envs_dir(ctx) / "tool_library").exists() and built_env_names(ctx) == set()
     assert any(e.action == "env.build_failed" for e in events)
-    assert recently_failed_categories(context(config, store, 5, {})) == {"Lifestyle"}
-    assert recently_failed_categories(context(config, store, 9, {})) == set()  # rested long enough
+    assert recently_failed_categories(phase_context(config, store, 5)) == {"Lifestyle"}
+    assert recently_failed_categories(phase_context(config, store, 9)) == set()  # rested long enough
 
 
-def test_a_broken_folder_in_the_data_dir_is_skipped_not_fatal(make_config) -> None:
+def test_a_broken_folder_in_the_data_dir_is_skipped_not_fatal(make_config, phase_context) -> None:
     config = make_config()
-    ctx = context(config, None, 1, {})
+    ctx = phase_context(config, None, 1)
     broken = grown_envs_dir(ctx) / "half_written"
     broken.mkdir(parents=True)
     (broken / "env.toml").write_text('name = "half_written"\nkind = "executable"\n')  # no title, no files

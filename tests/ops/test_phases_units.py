@@ -9,28 +9,10 @@ import pytest
 
 from arena.synth.cost import SynthesisReport
 from ops.metrics import Metrics
-from ops.phases.base import PhaseContext
 from ops.phases.plan import task_difficulty, training_outcomes
 from ops.phases.publish import PublishPhase
 from ops.phases.runtime import http_publisher, prune_round_dirs, record_synthesis, trainer_config
 from ops.phases.tasks import pick
-
-
-def context(config, metrics: Metrics | None = None) -> PhaseContext:
-    async def safe_point() -> None:
-        return None
-
-    return PhaseContext(
-        round=3,
-        phase="synthesize",
-        config=config,
-        store=None,  # type: ignore[arg-type]
-        metrics=metrics or Metrics(),
-        models=None,  # type: ignore[arg-type]
-        previous={},
-        _safe_point=safe_point,
-        _progress=lambda done, total, note: None,
-    )
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:
@@ -38,9 +20,9 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-def test_gate_acceptance_counts_tasks_that_reached_and_passed_each_gate(make_config) -> None:
+def test_gate_acceptance_counts_tasks_that_reached_and_passed_each_gate(phase_context, make_config) -> None:
     metrics = Metrics()
-    ctx = context(make_config(), metrics)
+    ctx = phase_context(make_config(), round_no=3, phase="synthesize", metrics=metrics)
     report = SynthesisReport(env="food_delivery", kind="graph", requested=3, kept=2)
     report.rejections = {"walk": 4, "duplicate": 1, "gold": 2, "adversary": 1}
     report.adversaries = {"empty": {"held": 3}, "reads_only": {"held": 2, "paid": 1}}
@@ -64,7 +46,7 @@ def test_gate_acceptance_counts_tasks_that_reached_and_passed_each_gate(make_con
     assert sample(metrics, "arena_tasks_synthesized_total", origin="graph") == 2
 
 
-def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
+def test_trainer_config_follows_round_and_trainer_sections(phase_context, make_config) -> None:
     config = make_config(
         ARENA_ROUND__SAMPLES_PER_TASK="2",
         ARENA_ROUND__TRAIN_STEPS="3",
@@ -77,7 +59,7 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
         ARENA_TRAINER__USE_LORA="true",
         ARENA_TRAINER__DYNAMIC_SAMPLING_PASSES="3",
     )
-    ctx = context(config)
+    ctx = phase_context(config, round_no=3, phase="synthesize")
     train = trainer_config(ctx)
     assert (train.group_size, train.tasks_per_step, train.max_steps) == (2, 4, 3)
     assert train.episode.max_turns == 4 and train.episode.params.max_tokens == 64
@@ -91,7 +73,9 @@ def test_trainer_config_follows_round_and_trainer_sections(make_config) -> None:
     assert train.episode.params.constrain_tool_calls and evaluation.episode.params.constrain_tool_calls
 
 
-def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(make_config, tmp_path) -> None:
+def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(
+    phase_context, make_config, tmp_path
+) -> None:
     config = make_config(
         ARENA_MODELS__POLICY__BACKEND="http",
         ARENA_MODELS__POLICY__BASE_URL="http://vllm:8000/v1",
@@ -100,12 +84,14 @@ def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(make_c
         ARENA_TRAINER__PUBLISH_DIR=str(tmp_path / "shared"),
         ARENA_TRAINER__BASE_MODEL=str(tmp_path / "qwen-8b"),
     )
-    assert trainer_config(context(config)).rollout_backend == "local"  # the default: the trainer's model
+    assert (
+        trainer_config(phase_context(config, round_no=3, phase="synthesize")).rollout_backend == "local"
+    )  # the default: the trainer's model
     config.trainer.rollouts = "policy_server"
-    train = trainer_config(context(config))
+    train = trainer_config(phase_context(config, round_no=3, phase="synthesize"))
     assert (train.rollout_backend, train.rollout_base_url) == ("http", "http://vllm:8000/v1")
     assert (train.rollout_model, train.rollout_api_key) == ("qwen-8b", "s3cret")
-    publisher = http_publisher(context(config))
+    publisher = http_publisher(phase_context(config, round_no=3, phase="synthesize"))
     assert publisher.base_url == "http://vllm:8000" and publisher.shared_dir == tmp_path / "shared"
 
 
@@ -164,7 +150,9 @@ def test_round_folders_past_the_newest_are_deleted_unless_they_hold_a_protected_
 
 
 @pytest.mark.anyio
-async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(make_config) -> None:
+async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(
+    phase_context, make_config
+) -> None:
     # No yardstick here (no store): the gate, tested in test_yardstick.py, is off.
     config = make_config(ARENA_TRAINER__KEEP_ROUNDS="2", ARENA_TRAINER__PUBLISH_GATE="false")
     root = config.data.dir / "checkpoints"
@@ -178,7 +166,7 @@ async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(mak
     async def load_policy() -> SimpleNamespace:
         return policy
 
-    ctx = context(config)
+    ctx = phase_context(config, round_no=3, phase="synthesize")
     ctx.models = SimpleNamespace(policy=load_policy, policy_weights=None)  # type: ignore[assignment]
     live = root / "round-0003" / "grpo" / "checkpoints" / "step-000002"
     ctx.previous = {"train": {"checkpoint": str(live), "parent_dir": str(root / "round-0001"), "steps": 2}}
@@ -196,6 +184,7 @@ async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(mak
 
 @pytest.mark.anyio
 async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of_restarting_from_base(
+    phase_context,
     make_config,
 ) -> None:
     from arena.store import CheckpointRow, Store, repo
@@ -210,7 +199,7 @@ async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of
             await repo.add_checkpoint(
                 s, CheckpointRow(id="round-0007", round=7, path=str(live), published=True)
             )
-        ctx = context(config)
+        ctx = phase_context(config, round_no=3, phase="synthesize")
         ctx.store = store
         assert await current_policy_dir(ctx) == (live, "round-0007")
         live.rename(live.with_name("moved-away"))
@@ -220,7 +209,7 @@ async def test_a_published_policy_whose_folder_is_gone_stops_training_instead_of
 
 @pytest.mark.anyio
 async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_restarted(
-    make_config, tmp_path, reloadable_model
+    phase_context, make_config, tmp_path, reloadable_model
 ) -> None:
     """Against the real server app with vLLM's reload endpoints (`arena serve-model --allow-reload`)."""
     from arena.store import CheckpointRow, Store, repo
@@ -238,7 +227,7 @@ async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_
         )
         async with Store(config.database_url) as store:
             await store.migrate()
-            ctx = context(config)
+            ctx = phase_context(config, round_no=3, phase="synthesize")
             ctx.store = store
             assert await serve_live_policy(ctx) is None and served.loaded == []  # fresh: nothing trained yet
             live = tmp_path / "round-0007" / "step-000008"
@@ -256,7 +245,9 @@ async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_
 
 
 @pytest.mark.anyio
-async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(make_config) -> None:
+async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(
+    phase_context, make_config
+) -> None:
     from arena.protocols import UserContext
     from arena.tasks.model import RubricCheck, StateMatchCheck, Task
     from ops.phases.runtime import episode_helpers
@@ -270,7 +261,7 @@ async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(make_
         loads.append("helper")
         return helper
 
-    ctx = context(make_config())
+    ctx = phase_context(make_config(), round_no=3, phase="synthesize")
     ctx.models = SimpleNamespace(helper=load_helper)  # type: ignore[assignment]
     plain = Task(id="plain", env="banking", instruction="Move $5 to savings.", checks=[StateMatchCheck()])
     talk = plain.model_copy(
@@ -285,12 +276,12 @@ async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(make_
 
 
 def test_without_a_sandbox_boundary_sandboxed_envs_are_refused_and_the_rest_go_on(
-    make_config, monkeypatch
+    phase_context, make_config, monkeypatch
 ) -> None:
     from ops.phases.runtime import load_envs
 
     monkeypatch.setenv("ARENA_SANDBOX", "all")  # every executable environment now needs the sandbox
-    ctx = context(make_config())
+    ctx = phase_context(make_config(), round_no=3, phase="synthesize")
     everything = load_envs(ctx)
     executable = {n for n, e in everything.items() if e.kind == "executable"}
     assert executable and all(everything[n].sandboxed for n in executable)

@@ -11,28 +11,9 @@ from arena.env.registry import Registry
 from curriculum.state import CurriculumState
 from diagnose.motifs import WeakMotif
 from diagnose.report import DiagnosisReport, FailurePattern, RankedEnv
-from ops.metrics import Metrics
-from ops.phases.base import PhaseContext
 from ops.phases.plan_steer import steer_training
 
 TRAINING = ["banking", "calendar", "hotels", "shop_orders"]
-
-
-def context(config: Any) -> PhaseContext:
-    async def safe_point() -> None:
-        return None
-
-    return PhaseContext(
-        round=2,
-        phase="plan",
-        config=config,
-        store=None,  # type: ignore[arg-type]
-        metrics=Metrics(),
-        models=None,  # type: ignore[arg-type]
-        previous={},
-        _safe_point=safe_point,
-        _progress=lambda done, total, note: None,
-    )
 
 
 def report(pass_rate: float) -> DiagnosisReport:
@@ -61,26 +42,30 @@ def envs() -> dict[str, Any]:
     return Registry().load_all()
 
 
-def steer(make_config, envs: dict[str, Any], pass_rate: float = 0.2, **env: str) -> dict[str, Any]:
+def steer(
+    phase_context, make_config, envs: dict[str, Any], pass_rate: float = 0.2, **env: str
+) -> dict[str, Any]:
     config = make_config(ARENA_CURRICULUM__TASKS_PER_ROUND="12", **env)
-    return steer_training(context(config), report(pass_rate), envs, TRAINING, CurriculumState())
+    return steer_training(
+        phase_context(config, round_no=2), report(pass_rate), envs, TRAINING, CurriculumState()
+    )
 
 
-def test_weak_threshold_decides_which_findings_steer(make_config, envs) -> None:
-    steered = steer(make_config, envs, pass_rate=0.4, ARENA_CURRICULUM__WEAK_THRESHOLD="0.5")
+def test_weak_threshold_decides_which_findings_steer(phase_context, make_config, envs) -> None:
+    steered = steer(phase_context, make_config, envs, pass_rate=0.4, ARENA_CURRICULUM__WEAK_THRESHOLD="0.5")
     assert steered["transfer"]["targets"][0]["motif"] == "non_key_lookup"
     assert steered["guidelines"] and steered["budget"]["targeted"] > 0
-    aside = steer(make_config, envs, pass_rate=0.4, ARENA_CURRICULUM__WEAK_THRESHOLD="0.3")
+    aside = steer(phase_context, make_config, envs, pass_rate=0.4, ARENA_CURRICULUM__WEAK_THRESHOLD="0.3")
     assert aside["transfer"]["targets"] == [] and aside["guidelines"] == []
     assert any("weak_threshold 0.3" in why for why in aside["transfer"]["set_aside"])
     # The arena env is not weak enough either: no extra weight for its category's training envs.
     assert all(c["weakness"] == 0 for c in aside["candidates"])
 
 
-def test_tasks_per_weak_env_sizes_the_targeted_share(make_config, envs) -> None:
-    none = steer(make_config, envs, ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="0")
+def test_tasks_per_weak_env_sizes_the_targeted_share(phase_context, make_config, envs) -> None:
+    none = steer(phase_context, make_config, envs, ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="0")
     assert none["guidelines"] == [] and none["budget"]["targeted"] == 0
-    two = steer(make_config, envs, ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="2")
+    two = steer(phase_context, make_config, envs, ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="2")
     assert two["guidelines"] and all(g["n_tasks"] <= 2 for g in two["guidelines"])
     for g in two["guidelines"]:
         # The rest of the env's budget is plain tasks spread over difficulties.
@@ -89,20 +74,20 @@ def test_tasks_per_weak_env_sizes_the_targeted_share(make_config, envs) -> None:
     assert two["budget"]["targeted"] == sum(g["n_tasks"] for g in two["guidelines"])
 
 
-def test_complexify_db_and_rows_choose_one_env_per_round(make_config, envs) -> None:
-    on = steer(make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_ROWS="7")
+def test_complexify_db_and_rows_choose_one_env_per_round(phase_context, make_config, envs) -> None:
+    on = steer(phase_context, make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_ROWS="7")
     assert len(on["complexify"]) == 1 and on["complexify"][0]["rows"] == 7
     assert on["complexify"][0]["env"] in TRAINING
-    assert steer(make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_DB="false")["complexify"] == []
-    assert steer(make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_ROWS="0")["complexify"] == []
+    assert steer(phase_context, make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_DB="false")["complexify"] == []
+    assert steer(phase_context, make_config, envs, ARENA_SYNTHESIS__COMPLEXIFY_ROWS="0")["complexify"] == []
 
 
 @pytest.mark.anyio
-async def test_synthesize_grows_the_chosen_database_once_per_round(make_config, envs) -> None:
+async def test_synthesize_grows_the_chosen_database_once_per_round(phase_context, make_config, envs) -> None:
     from ops.phases.runtime import load_envs
     from ops.phases.synthesize import SynthesizePhase
 
-    ctx = context(make_config())
+    ctx = phase_context(make_config(), round_no=2)
     before = envs["library"].version
     chosen = [{"env": "library", "why": "weak motif non_key_lookup", "rows": 3}]
     grown = await SynthesizePhase()._complexify(ctx, chosen)
@@ -115,10 +100,12 @@ async def test_synthesize_grows_the_chosen_database_once_per_round(make_config, 
     assert await SynthesizePhase()._complexify(ctx, chosen) == []
 
 
-def test_new_envs_per_round_asks_for_an_env_where_no_training_category_fits(make_config, envs) -> None:
+def test_new_envs_per_round_asks_for_an_env_where_no_training_category_fits(
+    phase_context, make_config, envs
+) -> None:
     """food_delivery (Lifestyle) is weak and no training environment is in Lifestyle."""
-    on = steer(make_config, envs)
+    on = steer(phase_context, make_config, envs)
     [request] = on["new_envs"]
     assert request["near"] == "food_delivery" and request["category"][0] == "Lifestyle"
     assert "Lifestyle" in request["theme"]
-    assert steer(make_config, envs, ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0")["new_envs"] == []
+    assert steer(phase_context, make_config, envs, ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0")["new_envs"] == []
