@@ -15,4 +15,8 @@ def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, 
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 (or all) successes the bound is exactly 0 (or 1); the float sum leaves ~1e-17, which
+    # would put a rate of 0.0 "below" an interval starting at 0.
+    low = 0.0 if p <= 0.0 else max(0.0, centre - half)
+    high = 1.0 if p >= 1.0 else min(1.0, centre + half)
+    return low, high

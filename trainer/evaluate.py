@@ -7,7 +7,6 @@ the same tasks (GRPO vs SFT) get a paired bootstrap over tasks.
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 import time
@@ -71,14 +70,11 @@ class EvalReport(BaseModel):
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> Interval:
-    """The Wilson score interval of a proportion."""
-    if n == 0:
-        return Interval(value=0.0, low=0.0, high=1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(value=p, low=max(0.0, centre - half), high=min(1.0, centre + half))
+    """The Wilson score interval of a proportion (`curriculum.stats.wilson_interval`)."""
+    from curriculum.stats import wilson_interval
+
+    low, high = wilson_interval(successes, n, z)
+    return Interval(value=successes / n if n else 0.0, low=low, high=high)
 
 
 def bootstrap_mean(groups: Sequence[Sequence[float]], *, resamples: int = 2000, seed: int = 0) -> Interval:

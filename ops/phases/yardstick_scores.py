@@ -103,7 +103,7 @@ def gate(parent_runs: Sequence[Any], candidate_runs: Sequence[Any], *, enabled: 
         return GateDecision(publish=True, reason="no yardstick runs of both policies to compare")
     p = score(sum(int(parent[t].passed) for t in shared), len(shared))
     c = score(sum(int(candidate[t].passed) for t in shared), len(shared))
-    if c.rate < p.low:
+    if c.passed < p.passed and c.rate < p.low:
         reason = f"yardstick {c.text()} is below the parent's 95% interval: parent {p.text()}"
         return GateDecision(publish=False, reason=reason, parent=p, candidate=c, tasks=len(shared))
     reason = f"yardstick {c.text()} is not below the parent's 95% interval: parent {p.text()}"

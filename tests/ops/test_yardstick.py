@@ -53,6 +53,12 @@ def test_gate_holds_back_only_a_candidate_below_the_parents_interval() -> None:
     assert gate(parent, worse, enabled=False).publish  # trainer.publish_gate = false
     # Only tasks both policies ran are compared; none in common: nothing to hold back on.
     assert gate(parent, [run("other", False)], enabled=True).publish
+    # As good as the parent is never worse, even where both fail everything (the interval then
+    # starts at exactly 0: the 3-round CPU demo held back every round on a float's 3e-17).
+    nothing = [run(f"t{i}", False) for i in range(6)]
+    same = gate(nothing, nothing, enabled=True)
+    assert same.publish and same.parent is not None and same.parent.low == 0.0
+    assert score(6, 6).high == 1.0
 
 
 def context(config: Any, store: Store, policy: Any, round_no: int = 1) -> PhaseContext:
