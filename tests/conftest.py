@@ -18,6 +18,24 @@ MODEL_CACHE = Path(os.environ.get("ARENA_TEST_MODEL_CACHE", REPO_ROOT / "var" / 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Iterator[None]:
+    """Give every test the structlog configuration the one before it had.
+
+    CLI commands configure structlog for their process (`quiet()` filters below warnings); in the
+    test process that would outlive the test, and later tests' `capture_logs` would see no info
+    events at all (the filtering wrapper drops them before any processor runs).
+    """
+    import structlog
+
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
+
+
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     """A safetensors folder of the embedded SmolLM2-135M-Instruct (converted once, then cached)."""
