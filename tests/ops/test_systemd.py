@@ -180,7 +180,7 @@ def test_a_bubblewrap_sandbox_starts_as_the_service_user_under_the_unit(tmp_path
 
 
 def light_round(data_dir: Path) -> dict[str, str]:
-    """config/cpu-demo.toml, lighter: one arena environment, two turns, no diagnosis agent."""
+    """config/cpu-demo.toml, lighter: one arena environment and task, two turns, no diagnosis agent or yardstick."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     return env | {
         "ARENA_DATA_DIR": str(data_dir),  # the embedded model is converted here, inside the round
@@ -188,6 +188,10 @@ def light_round(data_dir: Path) -> dict[str, str]:
         "ARENA_LOGGING__FORMAT": "json",  # as the unit sets it
         "ARENA_DIAGNOSIS__AGENT": "false",
         "ARENA_ROUND__EVAL_MAX_ENVS": "1",
+        "ARENA_ROUND__EVAL_TASKS_PER_ENV": "1",
+        # The filter is what is tested, not the yardstick: no fixed tasks, no publish gate to run.
+        "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "0",
+        "ARENA_TRAINER__PUBLISH_GATE": "false",
         "ARENA_ROUND__MAX_TURNS": "2",
         "ARENA_ROUND__MAX_TOKENS_PER_TURN": "48",
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
