@@ -172,9 +172,23 @@ def tool_messages(
         parts.append("Recent conversation:\n" + "\n".join(convo))
     earlier = memory.prompt_lines()
     parts.append("Earlier calls in this session:\n" + ("\n".join(earlier) if earlier else "(none)"))
-    example = '{"status":"ok","result":{"key":"value"},"error":"","tool_reward":1}'
-    parts.append(f"The call now: {spec.name}({compact(arguments, 300)})\nAnswer as JSON like {example}")
+    example = {"status": "ok", "result": answer_example(arguments), "error": "", "tool_reward": 1}
+    parts.append(
+        f"The call now: {spec.name}({compact(arguments, 300)})\n"
+        f"Answer as JSON like {compact(example, 300)}, with the fields the real service returns"
+    )
     return [Message(role="system", content=TOOL_SYSTEM), Message(role="user", content="\n\n".join(parts))]
+
+
+def answer_example(arguments: dict[str, Any], limit: int = 2) -> dict[str, Any]:
+    """The example result of the prompt: the call's own first scalar arguments.
+
+    A fixed placeholder example ({"key": "value"}) was copied verbatim by a small helper, so its
+    results showed no fact at all (`arena bench sim`: 0 of 44 facts given in the arguments); a real
+    service's answer names the record it acted on, so the arguments are the right start.
+    """
+    scalars = {k: v for k, v in arguments.items() if isinstance(v, str | int | float | bool)}
+    return dict(list(scalars.items())[:limit]) or {"id": "..."}
 
 
 def _check(answer: SimulatedAnswer) -> None:

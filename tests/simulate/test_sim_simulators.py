@@ -33,6 +33,7 @@ from simulate.simulators import (
     simulator_counts,
     task_tool_subset,
 )
+from simulate.simulators.tool import answer_example, tool_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -319,3 +320,13 @@ def test_quality_filter_rules_with_reasons() -> None:
     assert reasons["subscribe_alerts"] == ["parameter 'city' has no description"]
     assert len(reasons["x1"]) == 2
     assert assess_tool(good).ok
+
+
+def test_the_answer_example_starts_from_the_calls_own_arguments() -> None:
+    # A fixed placeholder ({"key": "value"}) was copied verbatim by the embedded helper.
+    spec = ToolSpec(name="cancel_booking", description="Cancel a booking by its id.")
+    args = {"booking_id": "BK-2041", "notify": True, "reasons": ["late"]}
+    prompt = tool_messages(spec, args, intent="Cancel BK-2041", memory=ToolMemory())[-1].content
+    example = prompt.rsplit("Answer as JSON like ", 1)[1].split(", with the fields", 1)[0]
+    assert json.loads(example)["result"] == {"booking_id": "BK-2041", "notify": True}
+    assert answer_example({"filters": {"city": "Lyon"}}) == {"id": "..."}  # no scalar to start from
