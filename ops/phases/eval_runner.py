@@ -1,7 +1,7 @@
 """Greedy evaluation episodes, shared by the fresh-task evaluation and the yardstick.
 
-Both run the trainer's own `run_and_verify` (the prompts, tool views and caps of training) or a
-simulated environment's episode; they differ only in the tool view: the fresh evaluation shows
+Both run the trainer's own `run_and_verify` (the prompts, tool views and caps of training; the
+helper plays simulated environments); they differ only in the tool view: the fresh evaluation shows
 what training shows (`trainer.tool_subset`), the yardstick always every tool.
 """
 
@@ -38,36 +38,33 @@ async def episode_runner(
 ) -> tuple[Runner, set[str], list[str]]:
     """The episode runner, the task ids it can run, and a line per task that could not be prepared.
 
-    `tconf.tool_subset` decides the tool view of executable tasks (None: every tool).
+    `tconf.tool_subset` decides the tool view of executable tasks (None: every tool). Every
+    episode, simulated or executable, goes through the trainer's `run_and_verify`: evaluation
+    measures exactly what training rewards.
     """
     from trainer.rollout import run_and_verify
     from trainer.tasks import prepare_tasks
 
-    executable = [t for t in tasks if envs[t.env].kind == "executable"]
     prepared, skipped = await prepare_tasks(
-        executable, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
+        tasks, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
     )
     by_key = {p.key: p for p in prepared}
-    simulated = {t.full_id: t for t in tasks if envs[t.env].kind == "simulated"}
-    helpers = await episode_helpers(ctx, executable)
+    helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
+    # The helper plays a simulated environment's tools, user and judge.
+    cheap = any(envs[t.env].kind == "simulated" for t in tasks)
+    simulator = await ctx.models.helper() if cheap else None
 
     async def run(item: WorkItem) -> EpisodeResult:
         policy = await ctx.models.policy()
-        if item.task_id in simulated:
-            from simulate.simenv import run_simulated_episode
-
-            episode = await run_simulated_episode(
-                policy,
-                envs[item.env],
-                simulated[item.task_id],
-                helper=await ctx.models.helper(),
-                config=tconf.episode,
-            )
-            transcript, verdict = episode.transcript, episode.verdict
-        else:
-            transcript, verdict = await run_and_verify(
-                policy, by_key[item.task_id], tconf, user=helpers.user, judge=helpers.judge, sandbox=pool
-            )
+        transcript, verdict = await run_and_verify(
+            policy,
+            by_key[item.task_id],
+            tconf,
+            user=helpers.user,
+            judge=helpers.judge,
+            sandbox=pool,
+            simulator=simulator,
+        )
         return EpisodeResult(
             reward=verdict.reward,
             passed=verdict.passed,
@@ -76,4 +73,4 @@ async def episode_runner(
             verdict=verdict.model_dump(mode="json"),
         )
 
-    return run, set(by_key) | set(simulated), skipped
+    return run, set(by_key), skipped
