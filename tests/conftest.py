@@ -1,4 +1,5 @@
-"""Shared fixtures: the embedded model folder, a throw-away PostgreSQL database, a reloadable fake.
+"""Shared fixtures: the embedded model folder, a throw-away PostgreSQL database, a reloadable fake,
+a PhaseContext for running one phase directly.
 
 Fixtures owned by one package live in that package's own `tests/<package>/conftest.py`.
 """
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # One model cache for the whole suite (and for `make run`): conversion from GGUF happens once.
 MODEL_CACHE = Path(os.environ.get("ARENA_TEST_MODEL_CACHE", REPO_ROOT / "var" / "models"))
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread per pytest-xdist worker (`make test` runs two on CI's two cores).
+
+    Torch starts a thread per core; two workers each running two threads on two cores spin against
+    each other, and a model test slows several-fold. With one each, the workers share the cores.
+    Set before any test module imports torch (it reads the variable once, at import).
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -94,3 +107,54 @@ class ScriptedReloadableChatModel:
 def reloadable_model() -> ScriptedReloadableChatModel:
     """A scripted fake policy whose weights the serving app's reload endpoints can load."""
     return ScriptedReloadableChatModel()
+
+
+class ModelsStub:
+    """The phases' model registry holding fixed models (None where a test needs no such role)."""
+
+    policy_weights = None
+
+    def __init__(self, policy: Any = None, helper: Any = None) -> None:
+        self._policy, self._helper = policy, helper
+
+    async def policy(self) -> Any:
+        return self._policy
+
+    async def helper(self) -> Any:
+        return self._helper
+
+
+@pytest.fixture
+def phase_context() -> Callable[..., Any]:
+    """`phase_context(config, store=None, round_no=1, previous=None, *, phase, policy, helper, metrics)`:
+    a `PhaseContext` for running one phase directly (no daemon; safe points and progress do nothing)."""
+    from ops.metrics import Metrics
+    from ops.phases.base import PhaseContext
+
+    def make(
+        config: Any,
+        store: Any = None,
+        round_no: int = 1,
+        previous: dict[str, Any] | None = None,
+        *,
+        phase: str = "plan",
+        policy: Any = None,
+        helper: Any = None,
+        metrics: Any = None,
+    ) -> PhaseContext:
+        async def safe_point() -> None:
+            return None
+
+        return PhaseContext(
+            round=round_no,
+            phase=phase,
+            config=config,
+            store=store,
+            metrics=metrics or Metrics(),
+            models=ModelsStub(policy, helper),  # type: ignore[arg-type]
+            previous=previous or {},
+            _safe_point=safe_point,
+            _progress=lambda done, total, note: None,
+        )
+
+    return make

@@ -13,12 +13,15 @@ language model) drives the tests of the helper/fallback rules.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +30,13 @@ import pytest
 
 from arena.env.loader import load_environment
 from arena.protocols import ModelError
-from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
+from arena.store import Store, repo
+from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec, Usage
 from ops.cli import main as cli_main
 from ops.config import load_config
 from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
-from ops.phases.evaluate import arena_draw
+from ops.phases.evaluate import EvaluatePhase, arena_draw
 from ops.phases.runtime import load_envs
 from simulate.importers import GENERATED_KEY, tools_from_json, tools_from_mcp, write_simulated_env
 from simulate.param_descriptions import ANSWER_SCHEMA, fill_missing_descriptions, generated_marks
@@ -169,31 +173,57 @@ def _context() -> PhaseContext:
     )
 
 
-def test_mcp_server_git_is_imported_with_its_parameters_described(
-    mcp_server_git: Path,
-    embedded_model_path: Path,
-    data_dir: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    repo = _git_repo(tmp_path / "repo")
+@dataclass
+class GitImport:
+    """What `arena envs import-mcp -- mcp-server-git` wrote into a fresh data dir."""
+
+    data_dir: Path
+    listed: int  # tools the server lists
+    undescribed: set[tuple[str, str]]  # (tool, parameter) pairs the server gives no description
+    report: dict[str, Any]  # the command's --json report
+
+
+@pytest.fixture(scope="module")
+def git_import(
+    mcp_server_git: Path, embedded_model_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> GitImport:
+    """The official `mcp-server-git` imported as a new user would, with the embedded model as helper.
+
+    Its category is Work, beside the bundled job_search: a category of one environment is never
+    held out (nothing else in it could be trained on); of two, the seeded draw holds out one.
+    """
+    root = tmp_path_factory.mktemp("git-import")
+    repo = _git_repo(root / "repo")
     server = [str(mcp_server_git), "--repository", str(repo)]
     listed = anyio.run(lambda: tools_from_mcp(server[0], server[1:]))
-    assert len(listed.tools) == 12
     undescribed = {
         (t.name, p)
         for t in listed.tools
         for p, prop in (t.input_schema or {}).get("properties", {}).items()
         if not prop.get("description")
     }
-    assert len(undescribed) >= 12  # the reason such a server was rejected whole before
+    argv = ["envs", "import-mcp", "--json", "--helper", str(embedded_model_path)]
+    argv += ["--category", "Work/Developer tools", "--", *server]
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(out):
+        for var in ("ARENA_CONFIG", "ARENA_ENV_PATH"):
+            env.delenv(var, raising=False)
+        env.setenv("ARENA_DATA_DIR", str(root / "data"))
+        code = cli_main(argv)
+    text = out.getvalue()
+    assert code == 0, text[-2000:]
+    report = json.loads(text[text.index("{") :])  # after any log line printed before the CLI routed them
+    return GitImport(root / "data", len(listed.tools), undescribed, report)
 
-    capsys.readouterr()  # the listing's log lines (structlog prints to stdout until the CLI routes it)
-    argv = ["envs", "import-mcp", "--json", "--helper", str(embedded_model_path), "--", *server]
-    assert cli_main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+
+def test_mcp_server_git_is_imported_with_its_parameters_described(
+    git_import: GitImport, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert git_import.listed == 12
+    assert len(git_import.undescribed) >= 12  # the reason such a server was rejected whole before
+    report = git_import.report
     folder = Path(report["path"])
-    assert folder.parent == data_dir.absolute() / "envs" and report["daemon_loads"] is True
+    assert folder.parent == git_import.data_dir.absolute() / "envs" and report["daemon_loads"] is True
     assert len(report["kept"]) >= 10, report["dropped"]
     for dropped in report["dropped"]:  # only tools that stay unusable, each with its reason
         assert dropped["reasons"] and not any("parameter" in r for r in dropped["reasons"]), dropped
@@ -210,7 +240,7 @@ def test_mcp_server_git_is_imported_with_its_parameters_described(
             text = props[mark["parameter"]]["description"]
             assert text.isascii() and len(text) <= 120, text
             marked.add((name, mark["parameter"]))
-    assert marked == {(t, p) for t, p in undescribed if t in written}
+    assert marked == {(t, p) for t, p in git_import.undescribed if t in written}
     by = [g["by"] for g in report["generated"]]
     assert "helper" in by, report["generated"]  # the real model wrote some of them
 
@@ -224,7 +254,121 @@ def test_mcp_server_git_is_imported_with_its_parameters_described(
     assert cli_main(["envs", "show", report["env"], "--env-path", str(folder.parent)]) == 0
     shown = capsys.readouterr().out
     assert len(re.findall(r"\[generated: (?:helper|fallback)\]$", shown, re.MULTILINE)) == len(marked)
+    monkeypatch.setenv("ARENA_DATA_DIR", str(git_import.data_dir))
+    monkeypatch.delenv("ARENA_ENV_PATH", raising=False)
     assert report["env"] in load_envs(_context())
+
+
+SIM_RESULT = {"branch": "main", "working_tree": "scripted-clean"}
+
+
+class ScriptedFakeSimHelper:
+    """The helper as a scripted fake (not a language model), for every role a simulated round needs.
+
+    Task generator: a fixed task on the first tool it may name. Tool simulator: `SIM_RESULT`.
+    Judge: passes every criterion when `SIM_RESULT` reached the transcript, none otherwise.
+    """
+
+    name = "scripted-fake-sim-helper"
+
+    def __init__(self) -> None:
+        self.roles: list[str] = []
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        params: SamplingParams | None = None,
+    ) -> Completion:
+        prompt = messages[-1].content
+        fields = ((params.json_schema if params else None) or {}).get("properties", {})
+        if "expected_tools" in fields:
+            self.roles.append("taskgen")
+            task = {
+                "intent": "Know which branch the repository is on and whether it is clean",
+                "expected_tools": fields["expected_tools"]["items"]["enum"][:1],
+                "first_message": "Which branch am I on, and do I have uncommitted changes?",
+                "persona": "developer",
+                "criteria": ["The assistant looked the repository's status up", "It names the branch"],
+            }
+            text = json.dumps(task)
+        elif "tool_reward" in fields:
+            self.roles.append("tool")
+            text = json.dumps({"status": "ok", "result": SIM_RESULT, "error": "", "tool_reward": 1})
+        else:
+            self.roles.append("judge")
+            met = SIM_RESULT["working_tree"] in prompt
+            n = sum(1 for line in prompt.split("Criteria:\n", 1)[1].splitlines() if line[:1].isdigit())
+            verdicts = [{"criterion": i, "reason": "scripted", "passed": met} for i in range(1, n + 1)]
+            text = json.dumps({"verdicts": verdicts})
+        return Completion(text=text, usage=Usage(prompt_tokens=10, completion_tokens=10))
+
+
+class ScriptedFakeToolPolicy:
+    """A scripted fake policy (not a language model): calls the first tool it is shown once, with a
+    placeholder for each required argument, then answers with what the tool returned."""
+
+    name = "scripted-fake-tool-policy"
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[ToolSpec] | None = None,
+        params: SamplingParams | None = None,
+    ) -> Completion:
+        results = [m.content for m in messages if m.role == "tool"]
+        if results or not tools:
+            return Completion(text=f"Here is what I found: {results[-1] if results else 'nothing'}")
+        schema = tools[0].parameters
+        placeholder = {"string": "/srv/repo", "integer": 1, "number": 1, "boolean": True}
+        args = {
+            p: placeholder.get(schema["properties"][p].get("type"), "x") for p in schema.get("required", [])
+        }
+        return Completion(tool_calls=[ToolCall(id="call-1", name=tools[0].name, arguments=args)])
+
+
+@pytest.mark.anyio
+async def test_the_next_round_evaluates_the_imported_server(
+    git_import: GitImport, phase_context: Callable[..., PhaseContext]
+) -> None:
+    settings = {
+        "ARENA_DATA_DIR": str(git_import.data_dir),
+        "ARENA_ROUND__EVAL_TASKS_PER_ENV": "1",
+        "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "0",
+        "ARENA_ROUND__MAX_TURNS": "3",
+    }
+    name = git_import.report["env"]
+
+    def draw(seed: int) -> Any:
+        config = load_config(environ={**settings, "ARENA_DAEMON__SEED": str(seed)})
+        envs = load_envs(phase_context(config))
+        return config, arena_draw(phase_context(config), {n: e.category[0] for n, e in envs.items()})
+
+    # A seed whose draw holds it out (the draw holds out one of Work's two: the import or job_search).
+    config = next(c for c, d in map(draw, range(50)) if name in d.arena)
+    round_no = 1
+    helper = ScriptedFakeSimHelper()
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        ctx = phase_context(
+            config, store, round_no, phase="evaluate", policy=ScriptedFakeToolPolicy(), helper=helper
+        )
+        out = await EvaluatePhase().run(ctx)
+        async with store.transaction() as s:
+            episodes = [
+                e for e in await repo.episodes_for_round(s, round_no, purpose="eval") if e.env == name
+            ]
+
+    assert name in out["evaluated"] and name in out["judge"]["envs"]
+    assert len(episodes) == 1 and out["pass_rates"][name] == 1.0
+    messages = episodes[0].transcript["messages"]
+    tool_lines = [m["content"] for m in messages if m["role"] == "tool"]
+    # The helper played the imported tool, and the judge scored the episode on that result.
+    assert len(tool_lines) == 1 and SIM_RESULT["working_tree"] in tool_lines[0]
+    assert episodes[0].verdict["passed"] is True
+    assert {"taskgen", "tool", "judge"} <= set(helper.roles)
 
 
 def test_missing_descriptions_come_from_the_helper(
