@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check
+# pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process).
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test lint format clean
 
@@ -27,7 +29,7 @@ test: setup
 	bash scripts/install-test-tools.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 	# The sandbox's hostile-code tests again as an unprivileged user, as the service runs.
 	bash scripts/test-sandbox-nonroot.sh
 

@@ -9,6 +9,7 @@ load that folder from then on (a second or two).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -57,14 +58,24 @@ def default_cache_dir() -> Path:
 def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
     """Return a safetensors folder of the embedded model, converting from GGUF on first use.
 
-    Safe to call from several processes: conversion happens in a temporary folder that is renamed
-    into place atomically, so a reader never sees a half-written model.
+    Safe to call from several processes: one converts while the others wait on a lock file (a
+    second conversion would replace the folder under the first one's readers), and conversion
+    happens in a temporary folder renamed into place, so a reader never sees a half-written model.
     """
     target = (cache_dir or default_cache_dir()) / EMBEDDED_MODEL_NAME
     if (target / _MARKER).is_file():
         return target
-    source = gguf_path()
     target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{EMBEDDED_MODEL_NAME}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (target / _MARKER).is_file():  # another process converted it while this one waited
+            _convert(target)
+    return target
+
+
+def _convert(target: Path) -> None:
+    """Convert the GGUF file into a safetensors folder at `target` (replacing a partial one)."""
+    source = gguf_path()
     log.info("embedded_model.convert", source=str(source), target=str(target))
     # Import lazily: transformers is heavy and only needed on this first conversion.
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -96,4 +107,3 @@ def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     log.info("embedded_model.ready", path=str(target))
-    return target
