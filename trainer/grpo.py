@@ -399,6 +399,7 @@ async def train_round(
         pass_rate=sum(s.pass_rate * s.episodes for s in history) / episodes if episodes else None,
         zero_variance_groups=sum(s.zero_variance_groups for s in history),
         resampled_groups=sum(s.resampled_groups for s in history),
+        chain_breaks=sum(s.chain_breaks for s in history),
         groups=sum(s.groups for s in history),
         episodes=episodes,
         skipped=len(skipped),

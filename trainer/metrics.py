@@ -123,6 +123,8 @@ class TrainResult(BaseModel):
     resampled_groups: int = 0
     groups: int = 0
     episodes: int = 0
+    # GRPO: episodes whose later turns were not trained (their prompt was re-rendered: a new chain).
+    chain_breaks: int = 0
     examples: int = 0  # SFT: trajectories trained on
     skipped: int = 0  # SFT: tasks whose reference could not be rendered; GRPO: unknown tasks
     seconds: float = 0.0  # this call

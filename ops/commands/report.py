@@ -114,6 +114,11 @@ def render(r: dict[str, Any]) -> str:
                 f"pass {pr if pr is None else round(pr, 3)}, zero-variance groups "
                 f"{train.get('zero_variance_groups', '-')}/{train.get('groups', '-')} ({train['tool_view']})"
             )
+            if train.get("chain_breaks"):
+                lines.append(
+                    f"    warning   {train['chain_breaks']} of {train.get('episodes', '?')} episodes broke their "
+                    "token chain: their turns after the break were not trained (README, Production recipe)"
+                )
     pub = r.get("publish")
     if pub:
         reason = (pub.get("gate") or {}).get("reason")

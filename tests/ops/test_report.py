@@ -75,7 +75,8 @@ def outputs(round_no: int, *, held_back: bool) -> dict[str, dict[str, Any]]:
             "steps": 1,
             "reward_mean": 0.4,
             "pass_rate": 0.3,
-            "grpo": {"groups": 2, "zero_variance_groups": 1},
+            # Round 2 had an episode whose prompt was re-rendered: its later turns were not trained.
+            "grpo": {"groups": 2, "zero_variance_groups": 1, "episodes": 8, "chain_breaks": round_no - 1},
         },
         "publish": {
             "policy": "held back" if held_back else "updated",
@@ -124,6 +125,7 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert first["synthesize"]["per_motif"] == {"id_chain": 2}
     assert first["synthesize"]["exercises"] == {"id_chain": 1}
     assert first["train"]["zero_variance_groups"] == 1
+    assert first["train"]["chain_breaks"] == 0 and second["train"]["chain_breaks"] == 1
     assert first["publish"]["policy"] == "updated" and second["publish"]["policy"] == "held back"
 
     assert await arena("report", "--rounds", "2") == 0
@@ -133,6 +135,9 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert "publish     held back: yardstick 0.00 below" in text
     assert "raise     library: 18/20 passed" in text
     assert "by motif  id_chain 2" in text
+    assert "warning   1 of 8 episodes broke their token chain" in text
+    assert await arena("report", "--rounds", "1") == 0
+    assert "broke their token chain" not in capsys.readouterr().out
     assert await arena("report", "--rounds", "3:1") == 2
     assert await arena("report", "--rounds", "x") == 2
 

@@ -74,6 +74,11 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
     assert result.steps == 2 and result.episodes == 8 and all(m.finite() for m in seen)
     assert len(turns_served) >= result.episodes  # every policy turn was sampled by the server
     assert all(m.tokens_per_s and m.tokens_per_s > 0 for m in seen)
+    # The server's log-probs came back with the samples, and each step weighted its tokens by the
+    # importance ratio against them: the same fp32 weights on both sides, so the ratios sit near 1.
+    for m in seen:
+        assert m.importance_ratio_mean is not None and m.importance_ratio_max is not None
+        assert 0.9 < m.importance_ratio_mean < 1.1 and m.importance_ratio_max <= 3.0
     # The server loaded the starting weights, then each update; the shared folder keeps the newest two.
     assert reloads == ["round-0000-step-000000", "round-0000-step-000001", "round-0000-step-000002"]
     assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == [
@@ -86,3 +91,55 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
     state = served._model.state_dict()
     changed = [k for k in final if not torch.equal(final[k], base[k])]
     assert changed and all(torch.equal(state[k].cpu(), final[k]) for k in changed)
+
+
+async def test_multi_turn_http_rollouts_train_every_turn_of_one_token_chain(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """20 GRPO rollouts of tool-using tasks over HTTP: every turn extends the episode's one chain.
+
+    Nothing is re-rendered: the trainer's renderer sends token ids and gets the sampled ids back,
+    so tool results are appended to the same chain and every policy turn is trained. The served
+    policy is the embedded model after the round's own SFT warm-up (5 steps on the tasks'
+    reference calls): before it, the 135M model calls no tool at all (0 of 20 episodes).
+    """
+    from transformers import AutoTokenizer
+
+    from arena.env.registry import Registry
+    from simulate.fidelity import usable_tasks
+    from simulate.local import LocalChatModel
+    from simulate.token_chat import TokenChatModel
+    from trainer.config import SftConfig
+    from trainer.rollout import RolloutBridge, training_sample
+    from trainer.sft import sft_warmup
+    from trainer.tasks import prepare_tasks
+
+    library = Registry().load_all()["library"]
+    raw = usable_tasks(library, 5, [])
+    sft = SftConfig(epochs=1.0, learning_rate=3e-4, batch_size=1)
+    config = tiny_config(group_size=4, sft=sft, rollout_concurrency=20)
+    episode = {"max_turns": 2, "max_tokens_per_turn": 48, "max_total_tokens": 4096}
+    config = config.model_copy(update={"episode": config.episode.model_copy(update=episode)})
+    warm = await sft_warmup(0, raw, embedded_model_path, tmp_path, config, envs={"library": library})
+    assert warm.steps == 5
+    tasks, _ = await prepare_tasks(raw, {"library": library}, system_prompt="compact", tool_subset=0)
+    served = LocalChatModel.load(warm.policy_dir, device="cpu", dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(str(warm.policy_dir))
+    async with serving(create_app(served, name="policy")) as url:
+        policy = TokenChatModel(url + "/v1", "policy", tokenizer, role="policy")
+        bridge = RolloutBridge(tasks, config, policy_factory=lambda trainer: policy)
+        episodes = await bridge.rollout([t.key for t in tasks for _ in range(4)], policy)
+
+    assert len(episodes) == 20
+    transcripts = [t for t, _ in episodes]
+    assert sum(bool(t.calls) for t in transcripts) >= 5, [t.finish for t in transcripts]
+    for transcript in transcripts:
+        assert transcript.chain_breaks == [] and len(transcript.chains) == 1
+        policy_turns = [s for s in transcript.chains[0].segments if s.kind == "policy"]
+        assert len(policy_turns) == transcript.num_turns  # every turn is in the trained chain
+        _, _, mask, logprobs = training_sample(transcript, pad_id=0)
+        assert sum(mask) == sum(len(s.token_ids) for s in policy_turns)
+        assert all(lp == lp for lp, m in zip(logprobs, mask, strict=True) if m)  # the server's, no NaN
+    # Where a tool was called and the policy spoke again, the result sits between its turns at mask 0.
+    later = [t for t in transcripts if t.calls and t.num_turns == 2]
+    assert later and all(any(s.kind != "policy" for s in t.chains[0].segments[1:-1]) for t in later)
