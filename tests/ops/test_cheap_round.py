@@ -1,0 +1,106 @@
+"""A round that trains on a cheap (simulated) environment, with the real embedded model as policy
+and as helper.
+
+PLAN, with `curriculum.cheap_share = 0.5` and the false-pass gate open
+(`simulation.max_false_pass = 1`), gives the simulated weather service half the training budget.
+TRAIN then runs one GRPO step over the round's tasks: a bundled library task and a weather task as
+the TRUSTEE generator writes them. SYNTHESIZE is not run here: its simulated gates need a judge
+that fails a do-nothing episode, and the 135M helper passes every one (`docs/bench-sim.md`), so
+with it they keep no simulated task; the stored tasks are what SYNTHESIZE keeps with a trusted
+helper (tests/ops/test_cheap_training.py runs it with scripted judges).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.protocols import UserContext
+from arena.store import Store
+from arena.tasks.model import RubricCheck, Task
+from ops.phases.plan import PlanPhase
+from ops.phases.tasks import save_tasks
+from ops.phases.train import TrainPhase
+from trainer.rollout import RolloutBridge, SampledBatch
+
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.anyio]
+
+
+def weather_task() -> Task:
+    return Task(
+        id="sim-1-paris",
+        env="weather",
+        instruction="Is it warm in Paris right now?",
+        user=UserContext(intent="Know the current temperature in Paris", persona="novice user"),
+        checks=[
+            RubricCheck(name="intent", criteria=["The assistant looked up the current weather in Paris"])
+        ],
+        difficulty={"walk_length": 1, "expected_tools": "get_current_weather"},
+        origin="simulated",
+    )
+
+
+async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
+    make_config, phase_context, embedded_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arena.env.registry import Registry
+    from simulate.fidelity import usable_tasks
+    from simulate.local import LocalChatModel
+
+    config = make_config(
+        ARENA_MODELS__POLICY__MODEL=str(embedded_model_path),
+        ARENA_MODELS__HELPER__MODEL=str(embedded_model_path),
+        ARENA_CURRICULUM__CHEAP_SHARE="0.5",
+        ARENA_CURRICULUM__TASKS_PER_ROUND="4",
+        ARENA_SIMULATION__MAX_FALSE_PASS="1",
+        ARENA_ROUND__TRAIN_STEPS="1",
+        ARENA_ROUND__SAMPLES_PER_TASK="2",
+        ARENA_ROUND__MAX_TURNS="2",
+        ARENA_ROUND__MAX_TOKENS_PER_TURN="48",
+        ARENA_ROUND__CONSTRAIN_TOOL_CALLS="true",
+        ARENA_TRAINER__BATCH_SIZE="4",
+        ARENA_TRAINER__SFT_WARMUP="false",
+        ARENA_TRAINER__SYSTEM_PROMPT="compact",
+        ARENA_TRAINER__TOOL_SUBSET="0",
+    )
+    library = Registry().load_all()["library"]
+    tasks = [usable_tasks(library, 1, [])[0], weather_task()]
+    trained: list[tuple[dict[str, list[Any]], SampledBatch]] = []
+    build_output = RolloutBridge.build_output
+
+    def recording(self: RolloutBridge, batch: SampledBatch, **kwargs: Any) -> dict[str, list[Any]]:
+        trained.append((build_output(self, batch, **kwargs), batch))
+        return trained[-1][0]
+
+    monkeypatch.setattr(RolloutBridge, "build_output", recording)
+    helper = LocalChatModel.load(embedded_model_path, device="cpu")
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        previous: dict[str, Any] = {"evaluate": {"arena": [], "training": ["library", "weather"]}}
+        plan = await PlanPhase().run(phase_context(config, store, 1, previous, phase="plan"))
+        assert plan["cheap_gate"]["open"] and plan["allocation"]["tasks"]["weather"] == 2
+        assert plan["simulated"]["weather"]["n"] == 2
+        ctx = phase_context(config, store, 1, phase="train", helper=helper)
+        await save_tasks(ctx, tasks)
+        previous |= {"plan": plan, "synthesize": {"tasks": [{"id": t.full_id} for t in tasks]}}
+        out = await TrainPhase().run(phase_context(config, store, 1, previous, phase="train", helper=helper))
+
+    assert out["steps"] == 1
+    [(rollout, batch)] = trained
+    envs = [key.split("/", 1)[0] for key in batch.keys]
+    assert sorted(envs) == ["library", "library", "weather", "weather"]  # one step, both kinds
+    for i, (transcript, verdict) in enumerate(batch.episodes):
+        if envs[i] == "weather":  # the helper played the tools and judged
+            assert transcript.metadata["simulator"]["model"] and verdict.checks[0].kind == "rubric"
+        # Policy tokens are trained (unless the group scored alike: then nothing of it is), and
+        # nothing else ever is: not the helper's simulated tool results, not template glue.
+        mask, position = rollout["env_mask"][i], 0
+        trained_group = any(mask)
+        for segment in transcript.chains[0].segments[1:]:
+            span = mask[position : position + len(segment.token_ids)]
+            policy = segment.kind == "policy" and trained_group
+            assert span == [int(policy)] * len(segment.token_ids)
+            position += len(segment.token_ids)
+        assert position == len(mask)
