@@ -158,3 +158,20 @@ def phase_context() -> Callable[..., Any]:
         )
 
     return make
+
+
+@pytest.fixture
+def recorded_rollouts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, list[Any]], Any]]:
+    """Every batch GRPO hands to TRL: (the rollout dictionary, the `SampledBatch` it was built from)."""
+    from trainer.rollout import RolloutBridge
+
+    recorded: list[tuple[dict[str, list[Any]], Any]] = []
+    build_output = RolloutBridge.build_output
+
+    def recording(self: RolloutBridge, batch: Any, **kwargs: Any) -> dict[str, list[Any]]:
+        out = build_output(self, batch, **kwargs)
+        recorded.append((out, batch))
+        return out
+
+    monkeypatch.setattr(RolloutBridge, "build_output", recording)
+    return recorded

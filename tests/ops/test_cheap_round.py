@@ -17,33 +17,18 @@ from typing import Any
 
 import pytest
 
-from arena.protocols import UserContext
 from arena.store import Store
-from arena.tasks.model import RubricCheck, Task
 from ops.phases.plan import PlanPhase
 from ops.phases.tasks import save_tasks
 from ops.phases.train import TrainPhase
-from trainer.rollout import RolloutBridge, SampledBatch
+
+from ..trainer.tiny import simulated_weather_task
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.anyio]
 
 
-def weather_task() -> Task:
-    return Task(
-        id="sim-1-paris",
-        env="weather",
-        instruction="Is it warm in Paris right now?",
-        user=UserContext(intent="Know the current temperature in Paris", persona="novice user"),
-        checks=[
-            RubricCheck(name="intent", criteria=["The assistant looked up the current weather in Paris"])
-        ],
-        difficulty={"walk_length": 1, "expected_tools": "get_current_weather"},
-        origin="simulated",
-    )
-
-
 async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
-    make_config, phase_context, embedded_model_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_config, phase_context, embedded_model_path: Path, recorded_rollouts: list[Any]
 ) -> None:
     from arena.env.registry import Registry
     from simulate.fidelity import usable_tasks
@@ -66,15 +51,7 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
         ARENA_TRAINER__TOOL_SUBSET="0",
     )
     library = Registry().load_all()["library"]
-    tasks = [usable_tasks(library, 1, [])[0], weather_task()]
-    trained: list[tuple[dict[str, list[Any]], SampledBatch]] = []
-    build_output = RolloutBridge.build_output
-
-    def recording(self: RolloutBridge, batch: SampledBatch, **kwargs: Any) -> dict[str, list[Any]]:
-        trained.append((build_output(self, batch, **kwargs), batch))
-        return trained[-1][0]
-
-    monkeypatch.setattr(RolloutBridge, "build_output", recording)
+    tasks = [usable_tasks(library, 1, [])[0], simulated_weather_task()]
     helper = LocalChatModel.load(embedded_model_path, device="cpu")
     async with Store(config.database_url) as store:
         await store.migrate()
@@ -88,7 +65,7 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
         out = await TrainPhase().run(phase_context(config, store, 1, previous, phase="train", helper=helper))
 
     assert out["steps"] == 1
-    [(rollout, batch)] = trained
+    [(rollout, batch)] = recorded_rollouts
     envs = [key.split("/", 1)[0] for key in batch.keys]
     assert sorted(envs) == ["library", "library", "weather", "weather"]  # one step, both kinds
     for i, (transcript, verdict) in enumerate(batch.episodes):

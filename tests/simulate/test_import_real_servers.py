@@ -31,7 +31,7 @@ import pytest
 from arena.env.loader import load_environment
 from arena.protocols import ModelError
 from arena.store import Store, repo
-from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec, Usage
+from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec
 from ops.cli import main as cli_main
 from ops.config import load_config
 from ops.metrics import Metrics
@@ -40,6 +40,8 @@ from ops.phases.evaluate import EvaluatePhase, arena_draw
 from ops.phases.runtime import load_envs
 from simulate.importers import GENERATED_KEY, tools_from_json, tools_from_mcp, write_simulated_env
 from simulate.param_descriptions import ANSWER_SCHEMA, fill_missing_descriptions, generated_marks
+
+from ..scripted_chat import ScriptedChat
 
 # Like mcp-server-git's tools: typed parameters with titles and no descriptions.
 UNDESCRIBED = {
@@ -81,28 +83,25 @@ UNDESCRIBED = {
 }  # fmt: skip
 
 
-class ScriptedFakeHelper:
+class ScriptedFakeHelper(ScriptedChat):
     """A `ChatModel` that answers from a script (not a language model); records each question."""
 
     name = "scripted-fake-helper"
 
     def __init__(self, answer: Callable[[str], str]) -> None:
+        super().__init__()
         self.answer = answer
-        self.questions: list[str] = []
-        self.schemas: list[dict[str, Any] | None] = []
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        params: SamplingParams | None = None,
-    ) -> Completion:
-        question = messages[-1].content
-        self.questions.append(question)
-        self.schemas.append(params.json_schema if params else None)
-        text = self.answer(question)
-        return Completion(text=text, usage=Usage(prompt_tokens=len(question) // 4, completion_tokens=4))
+    @property
+    def questions(self) -> list[str]:
+        return [messages[-1].content for messages, _, _ in self.requests]
+
+    @property
+    def schemas(self) -> list[dict[str, Any] | None]:
+        return [params.json_schema if params else None for _, _, params in self.requests]
+
+    def reply(self, messages: list[Message], tools: Any, params: Any) -> str:
+        return self.answer(messages[-1].content)
 
 
 def _describe(question: str) -> str:
@@ -262,7 +261,7 @@ def test_mcp_server_git_is_imported_with_its_parameters_described(
 SIM_RESULT = {"branch": "main", "working_tree": "scripted-clean"}
 
 
-class ScriptedFakeSimHelper:
+class ScriptedFakeSimHelper(ScriptedChat):
     """The helper as a scripted fake (not a language model), for every role a simulated round needs.
 
     Task generator: a fixed task on the first tool it may name. Tool simulator: `SIM_RESULT`.
@@ -272,15 +271,10 @@ class ScriptedFakeSimHelper:
     name = "scripted-fake-sim-helper"
 
     def __init__(self) -> None:
+        super().__init__()
         self.roles: list[str] = []
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        params: SamplingParams | None = None,
-    ) -> Completion:
+    def reply(self, messages: list[Message], tools: Any, params: SamplingParams | None) -> str:
         prompt = messages[-1].content
         fields = ((params.json_schema if params else None) or {}).get("properties", {})
         if "expected_tools" in fields:
@@ -292,40 +286,31 @@ class ScriptedFakeSimHelper:
                 "persona": "developer",
                 "criteria": ["The assistant looked the repository's status up", "It names the branch"],
             }
-            text = json.dumps(task)
-        elif "tool_reward" in fields:
+            return json.dumps(task)
+        if "tool_reward" in fields:
             self.roles.append("tool")
-            text = json.dumps({"status": "ok", "result": SIM_RESULT, "error": "", "tool_reward": 1})
-        else:
-            self.roles.append("judge")
-            met = SIM_RESULT["working_tree"] in prompt
-            n = sum(1 for line in prompt.split("Criteria:\n", 1)[1].splitlines() if line[:1].isdigit())
-            verdicts = [{"criterion": i, "reason": "scripted", "passed": met} for i in range(1, n + 1)]
-            text = json.dumps({"verdicts": verdicts})
-        return Completion(text=text, usage=Usage(prompt_tokens=10, completion_tokens=10))
+            return json.dumps({"status": "ok", "result": SIM_RESULT, "error": "", "tool_reward": 1})
+        self.roles.append("judge")
+        met = SIM_RESULT["working_tree"] in prompt
+        n = sum(1 for line in prompt.split("Criteria:\n", 1)[1].splitlines() if line[:1].isdigit())
+        verdicts = [{"criterion": i, "reason": "scripted", "passed": met} for i in range(1, n + 1)]
+        return json.dumps({"verdicts": verdicts})
 
 
-class ScriptedFakeToolPolicy:
+class ScriptedFakeToolPolicy(ScriptedChat):
     """A scripted fake policy (not a language model): calls the first tool it is shown once, with a
     placeholder for each required argument, then answers with what the tool returned."""
 
     name = "scripted-fake-tool-policy"
 
-    async def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[ToolSpec] | None = None,
-        params: SamplingParams | None = None,
-    ) -> Completion:
+    def reply(self, messages: list[Message], tools: list[ToolSpec] | None, params: Any) -> Completion | str:
         results = [m.content for m in messages if m.role == "tool"]
         if results or not tools:
-            return Completion(text=f"Here is what I found: {results[-1] if results else 'nothing'}")
+            return f"Here is what I found: {results[-1] if results else 'nothing'}"
         schema = tools[0].parameters
         placeholder = {"string": "/srv/repo", "integer": 1, "number": 1, "boolean": True}
-        args = {
-            p: placeholder.get(schema["properties"][p].get("type"), "x") for p in schema.get("required", [])
-        }
+        required = schema.get("required", [])
+        args = {p: placeholder.get(schema["properties"][p].get("type"), "x") for p in required}
         return Completion(tool_calls=[ToolCall(id="call-1", name=tools[0].name, arguments=args)])
 
 

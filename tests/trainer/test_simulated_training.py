@@ -13,39 +13,13 @@ import pytest
 
 from arena.env.registry import Registry
 from arena.episode.runner import EpisodeConfig
-from arena.protocols import UserContext
-from arena.tasks.model import RubricCheck, Task
 from arena.types import SamplingParams
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics
-from trainer.rollout import RolloutBridge, SampledBatch
 
-from .tiny import tiny_config
+from .tiny import simulated_weather_task, tiny_config
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
-
-TOOLS = "get_current_weather,get_daily_forecast"
-
-
-def weather_task() -> Task:
-    """A task as the TRUSTEE generator writes them (fixed here, so the test does not hang on it)."""
-    return Task(
-        id="sim-7-paris",
-        env="weather",
-        instruction="Is it warm in Paris right now?",
-        user=UserContext(intent="Know the current temperature in Paris", persona="novice user"),
-        checks=[
-            RubricCheck(
-                name="intent",
-                criteria=[
-                    "The assistant looked up the current weather in Paris",
-                    "It states the temperature",
-                ],
-            )
-        ],
-        difficulty={"walk_length": 1, "tool_subset": TOOLS, "expected_tools": "get_current_weather"},
-        origin="simulated",
-    )
 
 
 def calling_config() -> Any:
@@ -57,24 +31,16 @@ def calling_config() -> Any:
 
 @pytest.mark.anyio
 async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_results(
-    embedded_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    embedded_model_path: Path, tmp_path: Path, recorded_rollouts: list[Any]
 ) -> None:
     from simulate.local import LocalChatModel
 
     helper = LocalChatModel.load(embedded_model_path, device="cpu")
     envs = {"weather": Registry().load_all()["weather"]}
-    trained: list[tuple[dict[str, list[Any]], SampledBatch]] = []
-    build_output = RolloutBridge.build_output
-
-    def recording(self: RolloutBridge, batch: SampledBatch, **kwargs: Any) -> dict[str, list[Any]]:
-        trained.append((build_output(self, batch, **kwargs), batch))
-        return trained[-1][0]
-
-    monkeypatch.setattr(RolloutBridge, "build_output", recording)
     seen: list[StepMetrics] = []
     result = await train_round(
         0,
-        [weather_task()],
+        [simulated_weather_task()],
         embedded_model_path,
         tmp_path,
         calling_config(),
@@ -83,8 +49,8 @@ async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_resul
         simulator=helper,
     )
     assert result.steps == 1 and len(seen) == 1 and seen[0].finite()
-    [(out, batch)] = trained
-    assert batch.keys == [weather_task().full_id] * 2  # the step's batch: simulated episodes
+    [(out, batch)] = recorded_rollouts
+    assert batch.keys == [simulated_weather_task().full_id] * 2  # the step's batch: simulated episodes
     simulated_results = 0
     for i, (transcript, verdict) in enumerate(batch.episodes):
         meta = transcript.metadata["simulator"]
@@ -123,4 +89,6 @@ async def test_simulated_tasks_without_the_helper_are_refused(
 ) -> None:
     envs = {"weather": Registry().load_all()["weather"]}
     with pytest.raises(ValueError, match="need the helper as simulator"):
-        await train_round(0, [weather_task()], embedded_model_path, tmp_path, calling_config(), envs=envs)
+        await train_round(
+            0, [simulated_weather_task()], embedded_model_path, tmp_path, calling_config(), envs=envs
+        )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from arena.episode.runner import EpisodeConfig
-from arena.tasks.model import AnswerCheck, Task
+from arena.protocols import UserContext
+from arena.tasks.model import AnswerCheck, RubricCheck, Task
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
 from trainer.config import LoraConfig, TrainerConfig
@@ -28,6 +29,32 @@ def letters_task(task_id: str = "say-something") -> Task:
         env="library",
         instruction="Say hello to me in one short sentence.",
         checks=[AnswerCheck(name=f"has {c}", contains=[c]) for c in "cdlmrsuwy"],
+    )
+
+
+def simulated_weather_task() -> Task:
+    """A task of the simulated weather service as the TRUSTEE generator writes them (fixed: no helper
+    call to write it), on two of its tools; the helper judges it by its rubric."""
+    return Task(
+        id="sim-7-paris",
+        env="weather",
+        instruction="Is it warm in Paris right now?",
+        user=UserContext(intent="Know the current temperature in Paris", persona="novice user"),
+        checks=[
+            RubricCheck(
+                name="intent",
+                criteria=[
+                    "The assistant looked up the current weather in Paris",
+                    "It states the temperature",
+                ],
+            )
+        ],
+        difficulty={
+            "walk_length": 1,
+            "tool_subset": "get_current_weather,get_daily_forecast",
+            "expected_tools": "get_current_weather",
+        },
+        origin="simulated",
     )
 
 
