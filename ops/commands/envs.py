@@ -54,13 +54,36 @@ def env_path_parent() -> argparse.ArgumentParser:
     return parent
 
 
+def daemon_config(args: argparse.Namespace) -> Any:
+    """The daemon's configuration (`--config`, else ARENA_CONFIG, defaults and ARENA_* variables)."""
+    from ops.config import load_config
+
+    try:
+        return load_config(getattr(args, "config", None))
+    except Exception as exc:  # a broken config file is a user error here, not a traceback
+        raise CliError(f"cannot read the configuration for the data dir: {exc}") from None
+
+
+def daemon_envs_dir(config: Any) -> Path:
+    """`DATA_DIR/envs`: the folder whose environments the daemon loads every phase."""
+    return Path(config.data.dir).expanduser().absolute() / "envs"
+
+
 def env_path_of(args: argparse.Namespace) -> list[Path]:
-    """The `--env-path` folders; a missing or empty one is a user error, reported clearly."""
+    """The folders the daemon loads besides the bundled ones, then the `--env-path` folders.
+
+    The daemon's are `data.env_path` and `DATA_DIR/envs` (imported servers, environments SYNTHESIZE
+    built), so a command names what the daemon trains on without `--env-path`. A missing or empty
+    `--env-path` folder is a user error, reported clearly.
+    """
     paths = split_env_path(args.env_path)
     problems = check_env_path([*env_path_from_environ(), *paths])
     if problems:
         raise CliError("; ".join(str(p) for p in problems))
-    return paths
+    config = daemon_config(args)
+    grown = daemon_envs_dir(config)
+    daemons = [Path(p).expanduser() for p in config.data.env_path]
+    return [*(p for p in daemons if env_dirs_in(p)), *([grown] if env_dirs_in(grown) else []), *paths]
 
 
 def resolve_one(target: str, env_path: list[Path]) -> Path:

@@ -24,7 +24,7 @@ import anyio
 
 from arena.env.registry import discover, env_dirs_in, env_name_of, env_path_from_environ
 from ops.cli import Cli, CliError
-from ops.commands.envs import quiet_logs
+from ops.commands.envs import daemon_config, daemon_envs_dir, quiet_logs
 from simulate.importers import (
     ImportedTool,
     ImportReport,
@@ -34,21 +34,6 @@ from simulate.importers import (
     tools_from_mcp,
     write_simulated_env,
 )
-
-
-def _config(args: argparse.Namespace) -> Any:
-    """The daemon's configuration (`--config`, else ARENA_CONFIG, defaults and ARENA_* variables)."""
-    from ops.config import load_config
-
-    try:
-        return load_config(args.config)
-    except Exception as exc:  # a broken config file is a user error here, not a traceback
-        raise CliError(f"cannot read the configuration for the data dir: {exc}") from None
-
-
-def daemon_envs_dir(config: Any) -> Path:
-    """`DATA_DIR/envs`: the folder whose environments the daemon loads every phase."""
-    return Path(config.data.dir).expanduser().absolute() / "envs"
 
 
 def daemon_loads(config: Any, folder: Path) -> bool:
@@ -151,7 +136,7 @@ def _print(report: ImportReport, *, as_json: bool, loaded: bool) -> None:
 def cmd_import_mcp(args: argparse.Namespace) -> int:
     """Handler of `arena envs import-mcp`."""
     quiet_logs()
-    config = _config(args)
+    config = daemon_config(args)
     command = list(args.server)
     if command and command[0] == "--":
         command = command[1:]
@@ -181,7 +166,7 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
 def cmd_import_tools(args: argparse.Namespace) -> int:
     """Handler of `arena envs import-tools`."""
     quiet_logs()
-    config = _config(args)
+    config = daemon_config(args)
     path = Path(args.file)
     try:
         tools = read_tools_file(path)

@@ -457,6 +457,14 @@ def test_an_import_joins_the_next_rounds_pools(
     assert f"to {folder}: 2 tools kept" in out and "the next round draws it" in out
     assert "git_log.repo_path [fallback]: repo_path (string): the repo path" in out
 
+    # The CLI finds it where the daemon does, with no --env-path.
+    assert cli_main(["envs", "show", "git_tools"]) == 0
+    shown = capsys.readouterr().out
+    assert "git_log" in shown and "[generated: fallback]" in shown
+    assert cli_main(["envs", "list", "--json"]) == 0
+    listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
+    assert listed["git_tools"]["path"] == str(folder)
+
     # What the daemon's phases load at the start of the next round, and how EVALUATE draws it.
     ctx = _context()
     envs = load_envs(ctx)
