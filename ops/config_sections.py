@@ -332,6 +332,11 @@ class TrainerConfig(ConfigSection):
         "(never the live policy's).",
     )
     use_lora: bool = Field(False, description="Train LoRA adapters instead of full weights.")
+    lora_sync: Literal["adapter", "full"] = Field(
+        "adapter",
+        description="How a LoRA round's step updates reach the policy server (trainer.rollouts = "
+        "policy_server): adapter (runtime LoRA loading: vLLM --enable-lora) or full (merged weights reload).",
+    )
     sft_warmup: bool = Field(
         True, description="Supervised warm-up before the first GRPO round of a fresh policy."
     )

@@ -237,6 +237,18 @@ class Metrics:
             ["stat"],
             registry=r,
         )
+        self.weight_sync_bytes = Gauge(
+            "arena_weight_sync_bytes",
+            "Bytes written for the last update sent to the policy server, by kind (full weights or LoRA adapter).",
+            ["kind"],
+            registry=r,
+        )
+        self.weight_sync_seconds = Gauge(
+            "arena_weight_sync_seconds",
+            "Seconds until the policy server served the last update, by kind (full weights or LoRA adapter).",
+            ["kind"],
+            registry=r,
+        )
         self._init_series()
 
     def _init_series(self) -> None:

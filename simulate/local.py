@@ -111,6 +111,8 @@ class LocalChatModel:
         self._batch_tokens = max(1, max_batch_kv_bytes // kv_bytes_per_token(model))
         # Held by the decode thread for a whole batch and by weight swaps: never both at once.
         self._model_lock = threading.Lock()
+        # The layers a served LoRA adapter changed, as they were before it (`load_adapter`).
+        self._adapter_base: dict[str, Any] = {}
         self._batcher: DynamicBatcher[DecodeRequest, DecodeResult] = DynamicBatcher(
             self._run_batch, max_batch=max_batch, collect_s=batch_wait_ms / 1000, name=f"local:{name}"
         )
@@ -216,7 +218,41 @@ class LocalChatModel:
                 self._model.load_state_dict(state_dict, strict=False)
             except RuntimeError as exc:  # shape mismatches
                 raise ModelError(f"weights do not fit the model: {exc}") from exc
+            self._adapter_base = {}  # new full weights: the adapter served before is gone with the old
         log.info("local_model.weights_loaded", model=self.name, tensors=len(state_dict))
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Serve the full weights loaded last plus the LoRA adapter in `path`, merged (blocking).
+
+        Replaces the adapter served before: a round's adapters are each relative to the round's
+        full weights, not to one another. Checked before anything changes (`ModelError`).
+        """
+        from simulate.lora_merge import adapter_deltas
+
+        deltas = adapter_deltas(path, self._model.state_dict())
+        with self._model_lock:
+            params = self._restore_base()
+            for name, delta in deltas.items():
+                self._adapter_base[name] = params[name].clone()
+                params[name].add_(delta)  # state_dict() tensors share the parameters' storage
+            if self._kv_store is not None:
+                self._kv_store.clear()
+        log.info("local_model.adapter_loaded", model=self.name, path=str(path), layers=len(deltas))
+
+    def unload_adapter(self) -> None:
+        """Serve the full weights loaded last again, without the adapter (blocking)."""
+        with self._model_lock:
+            self._restore_base()
+            if self._kv_store is not None:
+                self._kv_store.clear()
+
+    def _restore_base(self) -> dict[str, Any]:
+        """Put back the layers the served adapter changed (the caller holds the model lock)."""
+        params = self._model.state_dict()
+        for name, weight in self._adapter_base.items():
+            params[name].copy_(weight)
+        self._adapter_base = {}
+        return params
 
     def weights_changed(self) -> None:
         """Say the model's weights were changed in place (an optimizer step): cached keys are stale."""

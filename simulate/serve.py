@@ -164,7 +164,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
     ]
     if allow_reload:
-        routes += reload_routes(model)  # type: ignore[arg-type]  (checked above)
+        routes += reload_routes(model, accepted)  # type: ignore[arg-type]  (checked above)
     return Starlette(routes=routes, exception_handlers=error_handlers())
 
 

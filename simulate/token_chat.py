@@ -158,6 +158,9 @@ class TokenChatModel(HttpChatModel):
         super().__init__(base_url, model, return_token_ids=True, **kwargs)
         self._url = f"{self.base_url}/completions"
         self.renderer = ChatRenderer(tokenizer, enable_thinking=enable_thinking)
+        # The model name requests carry when it is not `name` (a LoRA adapter served under its own
+        # name); `name` stays the metrics label, so a new adapter each step adds no label value.
+        self.request_model: str | None = None
 
     def prompt_ids(self, messages: list[Message], tools: list[ToolSpec] | None) -> list[int]:
         """The prompt for this request: the session's chain extended, or the whole conversation."""
@@ -191,7 +194,7 @@ class TokenChatModel(HttpChatModel):
         if session is not None:
             session.pending = (_fingerprint(messages, tools), len(messages))
         body: dict[str, Any] = {
-            "model": self.name,
+            "model": self.request_model or self.name,
             "prompt": self.prompt_ids(messages, tools),
             "max_tokens": params.max_tokens,
             "temperature": params.temperature,

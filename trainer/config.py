@@ -141,6 +141,10 @@ class TrainerConfig(BaseModel):
     # by default: the template's empty think block stays in the prompt; on, the sampled reasoning
     # is kept in the chain and trained like every sampled token.
     rollout_thinking: bool = False
+    # http backend, LoRA rounds: each step's update reaches the server as the adapter alone
+    # ("adapter": vLLM's runtime LoRA loading, megabytes) or as merged full weights ("full": a
+    # checkpoint reload, the model's size). Full checkpoints are saved every `save_every` steps either way.
+    weight_sync: Literal["adapter", "full"] = "adapter"
     # Importance-sampling correction between the sampler's log-probs and the trainer's (TIS by default).
     off_policy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
     max_batch: int = Field(default=32, ge=1)  # local backend: rows per decode batch

@@ -30,7 +30,13 @@ import structlog
 
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import Lineage, is_peft, latest_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.checkpoints import (
+    Lineage,
+    is_peft,
+    latest_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from trainer.config import TrainerConfig
 from trainer.grpo_model import anchor_reference_adapter, load_start, savable
 from trainer.memory import release_memory
@@ -48,6 +54,7 @@ from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
 from trainer.rollout_policy import http_policy_factory, local_policy_factory
 from trainer.tasks import PreparedTask, prepare_tasks
+from trainer.weight_sync import publish_start, sync_step
 
 log = structlog.get_logger(__name__)
 
@@ -136,6 +143,27 @@ class _Run:
         self.last_saved_step = offset
         self.saved_batches = 0  # rollout batches before the last checkpoint of this call
         self.tokenizer: Any = None
+        self.last_sync: Any = None  # trainer.publish.WeightSync of the step's publication, if any
+
+    def sync(self, model: Any, step: int) -> None:
+        """Bring the HTTP rollout server to this step's weights (`last_sync` says how it went)."""
+        assert self.publisher is not None
+
+        def checkpoint() -> Path:
+            return self.save(model, step) if self.last_saved_step != step else self.checkpoints[-1].path
+
+        self.last_sync = anyio.from_thread.run(
+            functools.partial(
+                sync_step,
+                self.publisher,
+                self.config,
+                model,
+                round_id=self.round_id,
+                step=step,
+                staging=self.out_dir / "sync" / f"step-{step:06d}",
+                checkpoint=checkpoint,
+            )
+        )
 
     def save(self, model: Any, step: int) -> Path:
         # The checkpoint is rated on every rollout batch since the previous one, not the last batch
@@ -178,10 +206,7 @@ def _callback(run: _Run) -> Any:
             if step % run.config.save_every == 0 or last:
                 run.save(model, step)
             if run.publisher is not None and run.config.rollout_backend == "http":
-                path = run.save(model, step) if run.last_saved_step != step else run.checkpoints[-1].path
-                anyio.from_thread.run(
-                    functools.partial(run.publisher.publish, path, round_id=run.round_id, step=step)
-                )
+                run.sync(model, step)
             # Each step's rollouts and backward pass free gigabytes into glibc's heap, which keeps
             # them: a CPU learn-bench round grew to 20 GB resident by its fourth step, of which a
             # malloc_trim (called from a debugger) gave back 15.6 GB at once.
@@ -226,7 +251,11 @@ def _callback(run: _Run) -> Any:
                 zero_variance_fraction=stats.zero_variance_fraction,
                 resampled_groups=stats.resampled_groups,
                 seconds=time.perf_counter() - run.step_started,
+                sync_kind=run.last_sync.kind if run.last_sync else None,
+                sync_bytes=run.last_sync.bytes if run.last_sync else None,
+                sync_seconds=run.last_sync.seconds if run.last_sync else None,
             )
+            run.last_sync = None
             run.metrics.append(metrics)
             log.info("grpo.step", **{k: v for k, v in metrics.model_dump().items() if v is not None})
             if run.on_step is not None:
@@ -328,12 +357,12 @@ async def train_round(
             checkpoints=[CheckpointInfo(path=latest[0], step=offset, reward_mean=latest[1].reward_mean)],
         )
     factory = (
-        http_policy_factory(config) if config.rollout_backend == "http" else local_policy_factory(config)
+        http_policy_factory(config, served_model=lambda: getattr(publisher, "served_model", None))
+        if config.rollout_backend == "http"
+        else local_policy_factory(config)
     )
     if publisher is not None and config.rollout_backend == "http":
-        # The server may hold other weights (the base model before a warm-up, a later step before a
-        # crash): the first rollouts must come from the weights this call trains.
-        await publisher.publish(start_dir, round_id=round_id, step=offset)
+        await publish_start(publisher, config, policy_dir, start_dir, round_id=round_id, step=offset)
     outcomes: dict[str, TaskOutcome] = {}
     env_of = {p.key: p.task.env for p in prepared}
 

@@ -76,6 +76,11 @@ class StepMetrics(BaseModel):
     importance_ratio_min: float | None = None
     importance_ratio_max: float | None = None
     chain_breaks: int | None = None  # episodes of the step whose later turns were not trained
+    # How the step's update reached an HTTP rollout server: "full" weights or the LoRA "adapter"
+    # alone, the bytes written to the shared folder and the seconds until the server served them.
+    sync_kind: str | None = None
+    sync_bytes: int | None = None
+    sync_seconds: float | None = None
     tokens_per_s: float | None = None  # sampled tokens per second of rollout
     episode_length: float | None = None  # mean policy turns per episode
     episode_tokens: float | None = None  # mean sampled tokens per episode

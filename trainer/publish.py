@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 import anyio.to_thread
 import httpx
 import structlog
+from pydantic import BaseModel
 
 from trainer.checkpoints import ADAPTER_DIR
 
@@ -31,6 +33,15 @@ log = structlog.get_logger(__name__)
 # In each shared copy: the signature of the checkpoint it was copied from (a hidden file, which
 # vLLM's loader does not read).
 COPY_MARK = ".published-from.json"
+
+
+class WeightSync(BaseModel):
+    """One update reaching the rollout server: how, how many bytes were written, how long it took."""
+
+    kind: Literal["full", "lora"]
+    bytes: int
+    seconds: float
+    served_model: str | None = None  # the name rollouts use from then on (None: the server's own)
 
 
 class PublishError(RuntimeError):
@@ -104,6 +115,9 @@ class HttpWeightPublisher:
         self.keep = keep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"timeout": timeout_s, "headers": headers, "transport": transport}
+        # The LoRA adapter the server serves the policy under (None: the full weights, base name).
+        self.served_model: str | None = None
+        self.last_sync: WeightSync | None = None
 
     def shared_path(self, round_id: int, step: int) -> Path:
         """Where the server reads the weights of one publication."""
@@ -111,6 +125,7 @@ class HttpWeightPublisher:
 
     async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
         """Copy the checkpoint to the shared folder, then ask the server to reload from it."""
+        started = time.perf_counter()
         checkpoint = Path(checkpoint)
         if not _has_weights(checkpoint):
             raise PublishError(f"{checkpoint} holds no safetensors weights")
@@ -118,12 +133,17 @@ class HttpWeightPublisher:
         copied = await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
         body = {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(target)}}
         async with httpx.AsyncClient(**self._client_args) as client:
+            if self.served_model is not None:  # an adapter of the weights being replaced
+                await self._unload(client, self.served_model)
+                self.served_model = None
             await self._post(client, self.reload_path, body)
             if self.reset_cache_path:
                 await self._post(client, self.reset_cache_path, None)
         # Only now, with the server on the new weights, may older copies go: one copy per update
         # (every GRPO step with an HTTP rollout server) would otherwise fill the disk within days.
         removed = await anyio.to_thread.run_sync(self._prune, target)
+        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+        self.last_sync = WeightSync(kind="full", bytes=size, seconds=time.perf_counter() - started)
         log.info(
             "weights.published",
             kind="http",
@@ -133,18 +153,55 @@ class HttpWeightPublisher:
             step=step,
             copied=copied,
             removed=len(removed),
+            bytes=size,
+            seconds=round(self.last_sync.seconds, 3),
         )
 
-    def _prune(self, live: Path) -> list[Path]:
+    async def publish_adapter(self, adapter: Path, *, round_id: int, step: int) -> WeightSync:
+        """Serve the round's full weights plus the LoRA adapter in `adapter` (peft's folder).
+
+        Megabytes instead of the model's gigabytes: the adapter is copied to the shared folder and
+        loaded under its own name (vLLM's `/v1/load_lora_adapter`; the server runs with
+        `--enable-lora` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`), then the adapter served
+        before is unloaded. Rollouts name `served_model` from then on. The adapter is relative to
+        the full weights published last (the round's start), which stay loaded.
+        """
+        started = time.perf_counter()
+        adapter = Path(adapter)
+        if not (adapter / "adapter_config.json").is_file():
+            raise PublishError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
+        name = f"policy-lora-r{round_id:04d}-s{step:06d}"
+        target = self.shared_dir / name
+        await anyio.to_thread.run_sync(_copy_folder, adapter, target)
+        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+        previous = self.served_model
+        async with httpx.AsyncClient(**self._client_args) as client:
+            await self._post(client, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(target)})
+            self.served_model = name
+            if previous is not None and previous != name:
+                await self._unload(client, previous)
+        removed = await anyio.to_thread.run_sync(self._prune, target, "policy-lora-*")
+        sync = WeightSync(kind="lora", bytes=size, seconds=time.perf_counter() - started, served_model=name)
+        log.info("weights.published", round=round_id, step=step, removed=len(removed), **sync.model_dump())
+        return sync
+
+    def _prune(self, live: Path, pattern: str = "round-*-step-*") -> list[Path]:
         """Delete all but the newest `keep` publications (never `live`); returns the deleted folders."""
         # Names are zero-padded round and step numbers, so their order is the publishing order.
-        published = sorted(p for p in self.shared_dir.glob("round-*-step-*") if p.is_dir())
+        published = sorted(p for p in self.shared_dir.glob(pattern) if p.is_dir())
         doomed = [p for p in published[: -self.keep] if p != live]
         for folder in doomed:
             shutil.rmtree(folder, ignore_errors=True)
         return doomed
 
-    async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any] | None) -> None:
+    async def _unload(self, client: httpx.AsyncClient, name: str) -> None:
+        """Unload adapter `name`; one the server no longer has (it restarted, or serves one adapter
+        at a time as `arena serve-model` does) is as good as unloaded."""
+        await self._post(client, "/v1/unload_lora_adapter", {"lora_name": name}, gone_ok=True)
+
+    async def _post(
+        self, client: httpx.AsyncClient, path: str, body: dict[str, Any] | None, *, gone_ok: bool = False
+    ) -> None:
         url = self.base_url + path
         last = ""
         for attempt in range(self.retries + 1):
@@ -153,7 +210,7 @@ class HttpWeightPublisher:
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code < 300:
+                if response.status_code < 300 or (gone_ok and response.status_code == 404):
                     return
                 last = f"HTTP {response.status_code}: {response.text[:300]}"
                 if response.status_code < 500:

@@ -63,7 +63,9 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
     return factory
 
 
-def http_policy_factory(config: TrainerConfig) -> PolicyFactory:
+def http_policy_factory(
+    config: TrainerConfig, served_model: Callable[[], str | None] | None = None
+) -> PolicyFactory:
     """Rollouts from a vLLM-compatible server that the publisher keeps up to date, token-exact.
 
     Prompts are rendered with the trainer's tokenizer (the policy's own chat template) and sent
@@ -86,6 +88,8 @@ def http_policy_factory(config: TrainerConfig) -> PolicyFactory:
                 role="policy",
                 concurrency=config.rollout_concurrency,
             )
+        # A LoRA round's policy is served under its newest adapter's name (`publish_adapter`).
+        state["chat"].request_model = served_model() if served_model is not None else None  # type: ignore[attr-defined]
         return state["chat"]
 
     return factory

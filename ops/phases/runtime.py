@@ -214,6 +214,7 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         iterations_per_batch=tr.iterations_per_batch,
         seed=ctx.config.daemon.seed + ctx.round,
         lora=LoraConfig(enabled=tr.use_lora),
+        weight_sync=tr.lora_sync,
         episode=episode,
         rollout_concurrency=max(1, rnd.episode_concurrency),
         system_prompt=tr.system_prompt,

@@ -49,6 +49,9 @@ def step_observer(ctx: PhaseContext) -> Any:
             ctx.metrics.reward_std.labels(phase="train").set(m.reward_std)
         if m.chain_breaks:
             ctx.metrics.rollout_chain_breaks.inc(m.chain_breaks)
+        if m.sync_kind is not None and m.sync_bytes is not None and m.sync_seconds is not None:
+            ctx.metrics.weight_sync_bytes.labels(kind=m.sync_kind).set(m.sync_bytes)
+            ctx.metrics.weight_sync_seconds.labels(kind=m.sync_kind).set(m.sync_seconds)
         if m.sampler_logprob_diff is not None:
             ctx.metrics.grpo_sampler_logprob_diff.set(m.sampler_logprob_diff)
         for stat in ("mean", "min", "max"):

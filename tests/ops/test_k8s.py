@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ops.config import load_config
+from trainer.config import LoraConfig
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
@@ -185,6 +186,12 @@ def test_the_config_map_is_cluster_toml_and_fits_the_pod(
     assert f"--served-model-name={config.models.policy.model}" in sidecar["args"]
     assert f"--model={config.trainer.base_model}" in sidecar["args"] and "--port=8000" in sidecar["args"]
     assert {"name": "VLLM_SERVER_DEV_MODE", "value": "1"} in sidecar["env"]
+    # LoRA rounds send each step's adapter: the sidecar takes runtime adapters of the trained rank.
+    if config.trainer.use_lora and config.trainer.lora_sync == "adapter":
+        assert "--enable-lora" in sidecar["args"]
+        assert {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"} in sidecar["env"]
+        rank = next(int(a.split("=")[1]) for a in sidecar["args"] if a.startswith("--max-lora-rank="))
+        assert rank >= LoraConfig().r
     [data] = [m for m in sidecar["volumeMounts"] if m["name"] == "data"]
     daemon_data = next(m for m in daemon["volumeMounts"] if m["name"] == "data")
     assert data["mountPath"] == daemon_data["mountPath"] == str(config.data.dir) and data["readOnly"]

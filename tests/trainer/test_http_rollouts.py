@@ -143,3 +143,58 @@ async def test_multi_turn_http_rollouts_train_every_turn_of_one_token_chain(
     # Where a tool was called and the policy spoke again, the result sits between its turns at mask 0.
     later = [t for t in transcripts if t.calls and t.num_turns == 2]
     assert later and all(any(s.kind != "policy" for s in t.chains[0].segments[1:-1]) for t in later)
+
+
+async def test_a_lora_round_syncs_each_update_to_the_server_as_its_adapter(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """Megabytes per step instead of the model: the round's full weights once, then adapters."""
+    import torch
+    from safetensors.torch import load_file
+
+    from simulate.local import LocalChatModel
+    from trainer.config import LoraConfig
+
+    served = LocalChatModel.load(embedded_model_path, device="cpu", dtype="float32")
+    loads: list[str] = []
+    for method in ("load_weights", "load_adapter"):
+        original = getattr(served, method)
+
+        def recording(path: str | Path, original: Any = original, method: str = method) -> None:
+            original(path)
+            loads.append(f"{method}:{Path(path).name}")
+
+        setattr(served, method, recording)
+    seen: list[StepMetrics] = []
+    lora = LoraConfig(enabled=True, r=8, alpha=16)
+    async with serving(create_app(served, name="policy", allow_reload=True)) as url:
+        publisher = HttpWeightPublisher(url, tmp_path / "shared")
+        config = tiny_config(max_steps=2, rollout_backend="http", rollout_base_url=url + "/v1", lora=lora)
+        result = await train_round(
+            0,
+            [letters_task()],
+            embedded_model_path,
+            tmp_path / "out",
+            config,
+            seen.append,
+            publisher=publisher,
+        )
+    assert result.steps == 2 and all(m.finite() for m in seen)
+    # The round's full weights once, then each step's adapter (step 2's rollouts sampled from step 1's).
+    assert loads == [
+        "load_weights:round-0000-step-000000",
+        "load_adapter:policy-lora-r0000-s000001",
+        "load_adapter:policy-lora-r0000-s000002",
+    ]
+    model_bytes = (embedded_model_path / "model.safetensors").stat().st_size
+    assert [m.sync_kind for m in seen] == ["lora", "lora"]
+    assert all(m.sync_bytes and m.sync_bytes < model_bytes / 20 and m.sync_seconds for m in seen)
+    assert publisher.served_model == "policy-lora-r0000-s000002"
+    # The server serves what the round's last checkpoint holds (the merged weights).
+    final = load_file(str(result.policy_dir / "model.safetensors"))
+    state = served._model.state_dict()
+    assert all(torch.allclose(state[k], final[k], atol=1e-5) for k in final if k in state)
+    assert not torch.equal(
+        state["model.layers.0.self_attn.q_proj.weight"],
+        load_file(str(embedded_model_path / "model.safetensors"))["model.layers.0.self_attn.q_proj.weight"],
+    )

@@ -16,6 +16,8 @@ from structlog.testing import capture_logs
 
 from trainer.publish import COPY_MARK, HttpWeightPublisher, LocalWeightPublisher, PublishError
 
+ADAPTER_PATHS = ("/v1/load_lora_adapter", "/v1/unload_lora_adapter")
+
 
 def list_names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
@@ -29,10 +31,13 @@ class FakeVllmServer:
         self.fail_first = fail_first
         self.status = status
         self.weights_seen: list[list[str]] = []
+        self.unknown_adapters: set[str] = set()  # unloading these answers 404 (a restarted server)
 
     async def handle(self, request: Request) -> JSONResponse:
         body = await request.json() if await request.body() else None
         self.requests.append((request.url.path, body, request.headers.get("authorization")))
+        if request.url.path == ADAPTER_PATHS[1] and body and body["lora_name"] in self.unknown_adapters:
+            return JSONResponse({"error": {"message": "not found"}}, status_code=404)
         if self.fail_first > 0:
             self.fail_first -= 1
             return JSONResponse({"error": "not ready"}, status_code=self.status)
@@ -44,7 +49,8 @@ class FakeVllmServer:
     def app(self) -> Starlette:
         return Starlette(
             routes=[
-                Route(p, self.handle, methods=["POST"]) for p in ("/collective_rpc", "/reset_prefix_cache")
+                Route(p, self.handle, methods=["POST"])
+                for p in ("/collective_rpc", "/reset_prefix_cache", *ADAPTER_PATHS)
             ]
         )
 
@@ -175,3 +181,40 @@ async def test_local_publisher_loads_into_the_target(tmp_path: Path) -> None:
     folder = checkpoint(tmp_path)
     await publisher.publish(folder, round_id=1, step=2)
     assert target.loaded == [folder] and publisher.published == [(folder, 1, 2)]
+
+
+def adapter(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text('{"r": 8}')
+    (folder / "adapter_model.safetensors").write_bytes(b"a" * 1000)
+    return folder
+
+
+@pytest.mark.anyio
+async def test_adapter_sync_loads_each_steps_adapter_then_unloads_the_one_before(tmp_path: Path) -> None:
+    fake = FakeVllmServer()
+    async with anyio.create_task_group() as tg:
+        url, server = await serve(fake, tg)
+        publisher = HttpWeightPublisher(url + "/v1", tmp_path / "shared", backoff_s=0.01)
+        first = await publisher.publish_adapter(adapter(tmp_path, "a1"), round_id=2, step=1)
+        fake.unknown_adapters.add(first.served_model or "")  # the server lost it (a restart): still fine
+        second = await publisher.publish_adapter(adapter(tmp_path, "a2"), round_id=2, step=2)
+        await publisher.publish(checkpoint(tmp_path), round_id=3, step=0)  # the next round's full weights
+        with pytest.raises(PublishError, match="not a LoRA adapter folder"):
+            await publisher.publish_adapter(tmp_path / "ckpt", round_id=3, step=1)
+        server.should_exit = True
+    assert first.kind == "lora" and first.served_model == "policy-lora-r0002-s000001"
+    assert second.served_model == "policy-lora-r0002-s000002" and second.bytes > 1000 and second.seconds > 0
+    shared = tmp_path / "shared"
+    assert [(r[0], r[1]) for r in fake.requests] == [
+        (ADAPTER_PATHS[0], {"lora_name": first.served_model, "lora_path": str(shared / str(first.served_model))}),
+        (ADAPTER_PATHS[0], {"lora_name": second.served_model, "lora_path": str(shared / str(second.served_model))}),
+        (ADAPTER_PATHS[1], {"lora_name": first.served_model}),
+        # New full weights: the adapter of the old ones goes first, and rollouts use the base name.
+        (ADAPTER_PATHS[1], {"lora_name": second.served_model}),
+        ("/collective_rpc", {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared / "round-0003-step-000000")}}),
+        ("/reset_prefix_cache", None),
+    ]  # fmt: skip
+    assert publisher.served_model is None and publisher.last_sync is not None
+    assert publisher.last_sync.kind == "full" and publisher.last_sync.bytes > 0
