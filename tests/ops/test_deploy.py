@@ -73,9 +73,12 @@ def test_panels_do_not_mix_units() -> None:
             continue
         for target in panel["targets"]:
             expr = target["expr"]
-            # Seconds: a quantile, a mean (sum / count), or an age; never a bare rate of calls.
-            seconds = expr.startswith(("histogram_quantile(", "time() -")) or (
-                "_sum[" in expr and "_count[" in expr and " / " in expr
+            # Seconds: a quantile, a mean (sum / count), an age, or a gauge of seconds; never a
+            # bare rate of calls.
+            seconds = (
+                expr.startswith(("histogram_quantile(", "time() -"))
+                or ("_sum[" in expr and "_count[" in expr and " / " in expr)
+                or re.fullmatch(r"arena_\w+_seconds(\{[^}]*\})?", expr) is not None
             )
             assert seconds, f"{panel['title']}: {expr} is not in seconds"
 
