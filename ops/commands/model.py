@@ -134,8 +134,9 @@ def register(cli: Cli) -> None:
     serve.add_argument(
         "--allow-reload",
         action="store_true",
-        help="serve vLLM's weight-reload endpoints (POST /collective_rpc reload_weights, /reset_prefix_cache) "
-        "so a trainer can publish new weights; anyone who reaches them can swap the weights",
+        help="serve vLLM's weight-reload endpoints (POST /collective_rpc reload_weights, /reset_prefix_cache, "
+        "/v1/load_lora_adapter, /v1/unload_lora_adapter) so a trainer can publish new weights; anyone "
+        "who reaches them can swap the weights",
     )
     serve.set_defaults(func=cmd_serve)
 
