@@ -24,9 +24,10 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
+from arena.env.registry import discover, env_dirs_in, env_name_of
 from arena.store import repo
 from ops.phases.base import PhaseContext
-from ops.phases.runtime import grown_envs_dir, load_envs, sandbox_pool
+from ops.phases.runtime import grown_envs_dir, sandbox_pool
 
 log = structlog.get_logger(__name__)
 
@@ -143,7 +144,9 @@ async def _build(ctx: PhaseContext, root: Path, record: BuildRecord) -> None:
     if not result.ok or result.name is None:
         record.problem = result.problem or "a step failed"
         return
-    if result.name in load_envs(ctx) or (root / result.name).exists():
+    # Names only (no loading): the bundled, ARENA_ENV_PATH and data.env_path ones, and the grown.
+    taken = set(discover(ctx.config.data.env_path)) | {env_name_of(d) for d in env_dirs_in(root)}
+    if result.name in taken or (root / result.name).exists():
         record.problem = f"the name {result.name!r} is taken by an existing environment"
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
         return

@@ -45,10 +45,12 @@ def load_envs(ctx: PhaseContext) -> dict[str, Any]:
         from arena.env.loader import load_environment
         from arena.env.registry import env_dirs_in
 
-        # Not cached: a folder is replaced in place when the environment grows again.
+        # Cached by content version: a folder replaced in place (the environment grew again) is a
+        # new version, and an unchanged one is the same object in every phase, so a synthesized
+        # environment is described in the sandbox once, not by each phase's pool again.
         for folder in env_dirs_in(grown):
             try:
-                env = load_environment(folder, cache=False)
+                env = load_environment(folder)
             except EnvLoadError as exc:
                 # One folder edited by hand into a broken state must not stop every phase.
                 log.warning("phase.env_folder_broken", folder=str(folder), error=str(exc)[:300])

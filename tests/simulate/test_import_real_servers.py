@@ -471,6 +471,12 @@ def test_an_import_joins_the_next_rounds_pools(
     assert envs["git_tools"].kind == "simulated" and envs["git_tools"].path == folder
     draw = arena_draw(ctx, {name: env.category[0] for name, env in envs.items()})
     assert "git_tools" in {*draw.arena, *draw.training}
+    # The next phase gets the same environment (loaded, and described, once per content version);
+    # an edit to the folder is a new version.
+    assert load_envs(ctx)["git_tools"] is envs["git_tools"]
+    toml = folder / "env.toml"
+    toml.write_text(toml.read_text() + "# edited by hand\n")
+    assert load_envs(ctx)["git_tools"] is not envs["git_tools"]
 
     # Importing again does not overwrite it: a clear error before any helper is loaded.
     assert cli_main(argv) == 2
