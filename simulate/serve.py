@@ -7,7 +7,7 @@
   content and tool-call deltas, `stream_options.include_usage`, ending with `data: [DONE]`).
 - `POST /v1/completions` (`simulate.serve_completions`): a raw prompt as text or token ids, token
   ids and logprobs back in vLLM's shape; over a model with a local decode loop only.
-- `GET /v1/models` lists the one served model and `/health` answers 200.
+- `GET /v1/models` lists the served model (and a loaded LoRA adapter) and `/health` answers 200.
 - With `allow_reload`, vLLM's weight-reload endpoints (`simulate.serve_reload`).
 
 Every failure, an unknown route included, is an OpenAI-style `{"error": {...}}` body
@@ -146,8 +146,12 @@ def create_app(
 
     card = {"id": served, "object": "model", "created": created, "owned_by": "arena"}
 
+    own = set(accepted)  # the names served from the start; others are loaded LoRA adapters
+
     async def models(_: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [card]})
+        # Loaded adapters are listed as vLLM lists them: a model of their own, parented by the base.
+        adapters = [{**card, "id": n, "parent": served} for n in sorted(accepted - own)]
+        return JSONResponse({"object": "list", "data": [card, *adapters]})
 
     async def one_model(request: Request) -> Response:
         check_model(request.path_params["model"], accepted, served)

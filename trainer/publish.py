@@ -33,6 +33,8 @@ log = structlog.get_logger(__name__)
 # In each shared copy: the signature of the checkpoint it was copied from (a hidden file, which
 # vLLM's loader does not read).
 COPY_MARK = ".published-from.json"
+# The served names (and shared folders) of the policy's LoRA adapters: `policy-lora-rRRRR-sSSSSSS`.
+ADAPTER_PREFIX = "policy-lora-"
 
 
 class WeightSync(BaseModel):
@@ -133,9 +135,11 @@ class HttpWeightPublisher:
         copied = await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
         body = {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(target)}}
         async with httpx.AsyncClient(**self._client_args) as client:
-            if self.served_model is not None:  # an adapter of the weights being replaced
-                await self._unload(client, self.served_model)
-                self.served_model = None
+            # Adapters of the weights being replaced go first: this publisher's, and any an earlier
+            # round (another publisher, a crashed daemon) left loaded, which would pile up for weeks.
+            for name in await self._loaded_adapters(client):
+                await self._unload(client, name)
+            self.served_model = None
             await self._post(client, self.reload_path, body)
             if self.reset_cache_path:
                 await self._post(client, self.reset_cache_path, None)
@@ -170,7 +174,7 @@ class HttpWeightPublisher:
         adapter = Path(adapter)
         if not (adapter / "adapter_config.json").is_file():
             raise PublishError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
-        name = f"policy-lora-r{round_id:04d}-s{step:06d}"
+        name = f"{ADAPTER_PREFIX}r{round_id:04d}-s{step:06d}"
         target = self.shared_dir / name
         await anyio.to_thread.run_sync(_copy_folder, adapter, target)
         size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
@@ -180,7 +184,7 @@ class HttpWeightPublisher:
             self.served_model = name
             if previous is not None and previous != name:
                 await self._unload(client, previous)
-        removed = await anyio.to_thread.run_sync(self._prune, target, "policy-lora-*")
+        removed = await anyio.to_thread.run_sync(self._prune, target, f"{ADAPTER_PREFIX}*")
         sync = WeightSync(kind="lora", bytes=size, seconds=time.perf_counter() - started, served_model=name)
         log.info("weights.published", round=round_id, step=step, removed=len(removed), **sync.model_dump())
         return sync
@@ -193,6 +197,18 @@ class HttpWeightPublisher:
         for folder in doomed:
             shutil.rmtree(folder, ignore_errors=True)
         return doomed
+
+    async def _loaded_adapters(self, client: httpx.AsyncClient) -> list[str]:
+        """The policy adapters the server lists (`GET /v1/models`); none when it cannot list them."""
+        try:
+            response = await client.get(self.base_url + "/v1/models")
+            listed = response.json().get("data", []) if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            listed = []
+        names = {str(m.get("id")) for m in listed if isinstance(m, dict)}
+        if self.served_model is not None:
+            names.add(self.served_model)
+        return sorted(n for n in names if n.startswith(ADAPTER_PREFIX))
 
     async def _unload(self, client: httpx.AsyncClient, name: str) -> None:
         """Unload adapter `name`; one the server no longer has (it restarted, or serves one adapter

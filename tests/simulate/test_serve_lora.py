@@ -72,6 +72,8 @@ async def test_an_adapter_is_served_merged_under_its_name_and_replaced_by_the_ne
         assert loaded.status_code == 200 and "s1" in loaded.text
         assert same(weights(served), first)  # what peft's own merge gives
         assert (await complete("s1")).status_code == 200
+        listed = (await http.get("/v1/models")).json()["data"]
+        assert [(m["id"], m.get("parent")) for m in listed] == [("policy", None), ("s1", "policy")]
         # The next step's adapter replaces it, relative to the same full weights (not stacked).
         loaded = await http.post(
             "/v1/load_lora_adapter", json={"lora_name": "s2", "lora_path": str(tmp_path / "a2")}

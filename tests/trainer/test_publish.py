@@ -32,6 +32,7 @@ class FakeVllmServer:
         self.status = status
         self.weights_seen: list[list[str]] = []
         self.unknown_adapters: set[str] = set()  # unloading these answers 404 (a restarted server)
+        self.listed: list[str] = ["policy"]  # what GET /v1/models lists
 
     async def handle(self, request: Request) -> JSONResponse:
         body = await request.json() if await request.body() else None
@@ -46,13 +47,15 @@ class FakeVllmServer:
             self.weights_seen.append(list_names(folder))
         return JSONResponse({"ok": True})
 
+    async def models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": n} for n in self.listed]})
+
     def app(self) -> Starlette:
-        return Starlette(
-            routes=[
-                Route(p, self.handle, methods=["POST"])
-                for p in ("/collective_rpc", "/reset_prefix_cache", *ADAPTER_PATHS)
-            ]
-        )
+        posts = [
+            Route(p, self.handle, methods=["POST"])
+            for p in ("/collective_rpc", "/reset_prefix_cache", *ADAPTER_PATHS)
+        ]
+        return Starlette(routes=[*posts, Route("/v1/models", self.models, methods=["GET"])])
 
 
 async def serve(fake: FakeVllmServer, task_group: anyio.abc.TaskGroup) -> tuple[str, uvicorn.Server]:
@@ -200,6 +203,8 @@ async def test_adapter_sync_loads_each_steps_adapter_then_unloads_the_one_before
         first = await publisher.publish_adapter(adapter(tmp_path, "a1"), round_id=2, step=1)
         fake.unknown_adapters.add(first.served_model or "")  # the server lost it (a restart): still fine
         second = await publisher.publish_adapter(adapter(tmp_path, "a2"), round_id=2, step=2)
+        # An adapter an earlier round's publisher left loaded (a crash): listed, so unloaded too.
+        fake.listed = ["policy", "policy-lora-r0001-s000008", str(second.served_model)]
         await publisher.publish(checkpoint(tmp_path), round_id=3, step=0)  # the next round's full weights
         with pytest.raises(PublishError, match="not a LoRA adapter folder"):
             await publisher.publish_adapter(tmp_path / "ckpt", round_id=3, step=1)
@@ -211,7 +216,8 @@ async def test_adapter_sync_loads_each_steps_adapter_then_unloads_the_one_before
         (ADAPTER_PATHS[0], {"lora_name": first.served_model, "lora_path": str(shared / str(first.served_model))}),
         (ADAPTER_PATHS[0], {"lora_name": second.served_model, "lora_path": str(shared / str(second.served_model))}),
         (ADAPTER_PATHS[1], {"lora_name": first.served_model}),
-        # New full weights: the adapter of the old ones goes first, and rollouts use the base name.
+        # New full weights: every adapter of the old ones goes first, and rollouts use the base name.
+        (ADAPTER_PATHS[1], {"lora_name": "policy-lora-r0001-s000008"}),
         (ADAPTER_PATHS[1], {"lora_name": second.served_model}),
         ("/collective_rpc", {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared / "round-0003-step-000000")}}),
         ("/reset_prefix_cache", None),
