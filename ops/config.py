@@ -101,6 +101,11 @@ class ArenaConfig(ConfigSection):
         return trainer
 
     @property
+    def envs_dir(self) -> Path:
+        """`DATA_DIR/envs`: imported environments and the ones SYNTHESIZE built, loaded every phase."""
+        return Path(self.data.dir).expanduser().absolute() / "envs"
+
+    @property
     def database_url(self) -> str:
         """The effective store URL: the configured one, else a SQLite file in the data dir."""
         if self.store.url:

@@ -64,11 +64,6 @@ def daemon_config(args: argparse.Namespace) -> Any:
         raise CliError(f"cannot read the configuration for the data dir: {exc}") from None
 
 
-def daemon_envs_dir(config: Any) -> Path:
-    """`DATA_DIR/envs`: the folder whose environments the daemon loads every phase."""
-    return Path(config.data.dir).expanduser().absolute() / "envs"
-
-
 def env_path_of(args: argparse.Namespace) -> list[Path]:
     """The folders the daemon loads besides the bundled ones, then the `--env-path` folders.
 
@@ -81,7 +76,7 @@ def env_path_of(args: argparse.Namespace) -> list[Path]:
     if problems:
         raise CliError("; ".join(str(p) for p in problems))
     config = daemon_config(args)
-    grown = daemon_envs_dir(config)
+    grown = config.envs_dir
     daemons = [Path(p).expanduser() for p in config.data.env_path]
     return [*(p for p in daemons if env_dirs_in(p)), *([grown] if env_dirs_in(grown) else []), *paths]
 

@@ -24,7 +24,7 @@ import anyio
 
 from arena.env.registry import discover, env_dirs_in, env_name_of, env_path_from_environ
 from ops.cli import Cli, CliError
-from ops.commands.envs import daemon_config, daemon_envs_dir, quiet_logs
+from ops.commands.envs import daemon_config, quiet_logs
 from simulate.importers import (
     ImportedTool,
     ImportReport,
@@ -39,7 +39,7 @@ from simulate.importers import (
 def daemon_loads(config: Any, folder: Path) -> bool:
     """Whether the daemon with `config` loads the environment folder `folder`."""
     folder = folder.resolve()
-    entries = [daemon_envs_dir(config), *config.data.env_path, *env_path_from_environ()]
+    entries = [config.envs_dir, *config.data.env_path, *env_path_from_environ()]
     return any(folder == d.resolve() for e in entries for d in env_dirs_in(Path(e).expanduser()))
 
 
@@ -49,7 +49,7 @@ def _name(args: argparse.Namespace, fallback: str, config: Any) -> str:
     name = env_name_from(fallback)
     # Never shadow a known environment (an import of `arena mcp food_delivery` is not food_delivery).
     # An earlier import of the same name (DATA_DIR/envs/NAME) is not shadowed but refused by _write.
-    root = daemon_envs_dir(config)
+    root = config.envs_dir
     known = set(discover(include_environ=True))
     known |= {env_name_of(d) for d in env_dirs_in(root) if d.resolve() != (root / name).resolve()}
     return f"{name}_sim"[:64] if name in known else name
@@ -86,7 +86,7 @@ def _write(
     what: str,
     config: Any,
 ) -> int:
-    out = Path(args.out) if args.out else daemon_envs_dir(config) / name
+    out = Path(args.out) if args.out else config.envs_dir / name
     if out.exists() and any(out.iterdir()):
         hint = "choose another --out" if args.out else "remove it to import again, or pass --name or --out"
         raise CliError(f"{out} already exists and is not empty; {hint}")

@@ -23,7 +23,14 @@ from arena.env.registry import bundled_env_dirs
 from arena.env.runtime import Environment
 from arena.protocols import ChatModel, ModelError
 from ops.cli import Cli, CliError
-from ops.commands.envs import env_path_of, env_path_parent, load_or_fail, quiet_logs, resolve_one
+from ops.commands.envs import (
+    daemon_config,
+    env_path_of,
+    env_path_parent,
+    load_or_fail,
+    quiet_logs,
+    resolve_one,
+)
 
 
 def quiet() -> None:
@@ -145,15 +152,6 @@ def cmd_tasks_synthesize(args: argparse.Namespace) -> int:
     return 0 if result.tasks else 1
 
 
-def _data_dir() -> Path:
-    from ops.config import load_config
-
-    try:
-        return Path(load_config().data.dir)
-    except Exception as exc:  # a broken config file is a user error here, not a traceback
-        raise CliError(f"cannot read the configuration for the data dir: {exc}") from None
-
-
 def next_version_dir(root: Path, name: str) -> Path:
     """`ROOT/NAME.v001`, `.v002`, ...: the next free version folder (sorted names load last-wins)."""
     n = 1
@@ -170,7 +168,7 @@ def cmd_envs_complexify(args: argparse.Namespace) -> int:
     if not 1 <= args.rows <= 10_000:
         raise CliError(f"--rows must be between 1 and 10000, got {args.rows}")
     env = _executable(load_or_fail(resolve_one(args.env, env_path_of(args))))
-    out = Path(args.out) if args.out else next_version_dir(_data_dir() / "envs", env.name)
+    out = Path(args.out) if args.out else next_version_dir(daemon_config(args).envs_dir, env.name)
     if out.exists():
         raise CliError(f"output folder {out} already exists")
 

@@ -27,8 +27,8 @@ GATES = ("duplicate", "stability", "gold", "adversary")
 
 
 def grown_envs_dir(ctx: PhaseContext) -> Path:
-    """Where SYNTHESIZE keeps environments it grew (`DATA_DIR/envs`); they override the originals."""
-    return ctx.config.data.dir / "envs"
+    """Where SYNTHESIZE keeps environments it grew (`ArenaConfig.envs_dir`); they override the originals."""
+    return ctx.config.envs_dir
 
 
 def load_envs(ctx: PhaseContext) -> dict[str, Any]:
