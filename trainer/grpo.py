@@ -30,13 +30,7 @@ import structlog
 
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import (
-    Lineage,
-    is_peft,
-    latest_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-)
+from trainer.checkpoints import Lineage, is_peft, latest_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.grpo_model import anchor_reference_adapter, load_start, savable
 from trainer.memory import release_memory

@@ -54,8 +54,9 @@ class PublishError(RuntimeError):
 class WeightPublisher(Protocol):
     """Pushes a checkpoint to the rollout generator."""
 
-    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
-        """Make the rollout model use the weights in `checkpoint`. Raises `PublishError`."""
+    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> WeightSync | None:
+        """Make the rollout model use the weights in `checkpoint`; how it went, where measured.
+        Raises `PublishError`."""
         ...
 
 
@@ -73,7 +74,8 @@ class LocalWeightPublisher:
         self.published: list[tuple[Path, int, int]] = []
 
     async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
-        """Load the checkpoint's safetensors into the target model (in a worker thread)."""
+        """Load the checkpoint's safetensors into the target model (in a worker thread); nothing is
+        sent anywhere, so there is no sync to measure."""
         if not _has_weights(Path(checkpoint)):
             raise PublishError(f"{checkpoint} holds no safetensors weights")
         try:
@@ -119,13 +121,12 @@ class HttpWeightPublisher:
         self._client_args: dict[str, Any] = {"timeout": timeout_s, "headers": headers, "transport": transport}
         # The LoRA adapter the server serves the policy under (None: the full weights, base name).
         self.served_model: str | None = None
-        self.last_sync: WeightSync | None = None
 
     def shared_path(self, round_id: int, step: int) -> Path:
         """Where the server reads the weights of one publication."""
         return self.shared_dir / f"round-{round_id:04d}-step-{step:06d}"
 
-    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> None:
+    async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> WeightSync:
         """Copy the checkpoint to the shared folder, then ask the server to reload from it."""
         started = time.perf_counter()
         checkpoint = Path(checkpoint)
@@ -146,8 +147,7 @@ class HttpWeightPublisher:
         # Only now, with the server on the new weights, may older copies go: one copy per update
         # (every GRPO step with an HTTP rollout server) would otherwise fill the disk within days.
         removed = await anyio.to_thread.run_sync(self._prune, target)
-        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-        self.last_sync = WeightSync(kind="full", bytes=size, seconds=time.perf_counter() - started)
+        sync = WeightSync(kind="full", bytes=_folder_bytes(target), seconds=time.perf_counter() - started)
         log.info(
             "weights.published",
             kind="http",
@@ -157,9 +157,10 @@ class HttpWeightPublisher:
             step=step,
             copied=copied,
             removed=len(removed),
-            bytes=size,
-            seconds=round(self.last_sync.seconds, 3),
+            bytes=sync.bytes,
+            seconds=round(sync.seconds, 3),
         )
+        return sync
 
     async def publish_adapter(self, adapter: Path, *, round_id: int, step: int) -> WeightSync:
         """Serve the round's full weights plus the LoRA adapter in `adapter` (peft's folder).
@@ -177,7 +178,6 @@ class HttpWeightPublisher:
         name = f"{ADAPTER_PREFIX}r{round_id:04d}-s{step:06d}"
         target = self.shared_dir / name
         await anyio.to_thread.run_sync(_copy_folder, adapter, target)
-        size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
         previous = self.served_model
         async with httpx.AsyncClient(**self._client_args) as client:
             await self._post(client, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(target)})
@@ -185,7 +185,8 @@ class HttpWeightPublisher:
             if previous is not None and previous != name:
                 await self._unload(client, previous)
         removed = await anyio.to_thread.run_sync(self._prune, target, f"{ADAPTER_PREFIX}*")
-        sync = WeightSync(kind="lora", bytes=size, seconds=time.perf_counter() - started, served_model=name)
+        seconds = time.perf_counter() - started
+        sync = WeightSync(kind="lora", bytes=_folder_bytes(target), seconds=seconds, served_model=name)
         log.info("weights.published", round=round_id, step=step, removed=len(removed), **sync.model_dump())
         return sync
 
@@ -234,6 +235,11 @@ class HttpWeightPublisher:
             if attempt < self.retries:
                 await anyio.sleep(self.backoff_s * (2**attempt))
         raise PublishError(f"POST {url} failed: {last}")
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of the files in a published folder (what the server reads)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 def _has_weights(folder: Path) -> bool:

@@ -48,8 +48,7 @@ async def sync_step(
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # the server reads its own copy
     path = await anyio.to_thread.run_sync(checkpoint)
-    await publisher.publish(path, round_id=round_id, step=step)
-    return getattr(publisher, "last_sync", None)
+    return await publisher.publish(path, round_id=round_id, step=step)
 
 
 async def publish_start(

@@ -205,7 +205,9 @@ async def test_adapter_sync_loads_each_steps_adapter_then_unloads_the_one_before
         second = await publisher.publish_adapter(adapter(tmp_path, "a2"), round_id=2, step=2)
         # An adapter an earlier round's publisher left loaded (a crash): listed, so unloaded too.
         fake.listed = ["policy", "policy-lora-r0001-s000008", str(second.served_model)]
-        await publisher.publish(checkpoint(tmp_path), round_id=3, step=0)  # the next round's full weights
+        full = await publisher.publish(
+            checkpoint(tmp_path), round_id=3, step=0
+        )  # the next round's full weights
         with pytest.raises(PublishError, match="not a LoRA adapter folder"):
             await publisher.publish_adapter(tmp_path / "ckpt", round_id=3, step=1)
         server.should_exit = True
@@ -222,5 +224,5 @@ async def test_adapter_sync_loads_each_steps_adapter_then_unloads_the_one_before
         ("/collective_rpc", {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(shared / "round-0003-step-000000")}}),
         ("/reset_prefix_cache", None),
     ]  # fmt: skip
-    assert publisher.served_model is None and publisher.last_sync is not None
-    assert publisher.last_sync.kind == "full" and publisher.last_sync.bytes > 0
+    assert publisher.served_model is None and full is not None
+    assert full.kind == "full" and full.bytes > 0
