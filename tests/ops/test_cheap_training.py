@@ -98,28 +98,23 @@ async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(
         "simulated": {"weather": {"n": 2, "difficulty": weather_difficulty().as_dict()}},
     }
     metrics = Metrics()
+
+    async def synthesize(config: Any, store: Any, helper: ScriptedFakeHelper) -> dict[str, Any]:
+        ctx = phase_context(
+            config, store, 1, {"plan": plan}, phase="synthesize", helper=helper, metrics=metrics
+        )
+        return await SynthesizePhase().run(ctx)
+
     async with Store(config.database_url) as store:
         await store.migrate()
-        out = await SynthesizePhase().run(
-            phase_context(
-                config,
-                store,
-                1,
-                {"plan": plan},
-                phase="synthesize",
-                helper=ScriptedFakeHelper("fair"),
-                metrics=metrics,
-            )
-        )
+        out = await synthesize(config, store, ScriptedFakeHelper("fair"))
         assert [t["origin"] for t in out["tasks"]] == ["simulated", "simulated"]
         assert {t["env"] for t in out["tasks"]} == {"weather"}
         [report] = out["synthesis"]
         assert report["kind"] == "simulated" and report["kept"] == 2 and report["rejections"] == {}
         # A restarted phase reuses the stored tasks: no helper call.
         again = ScriptedFakeHelper("fair")
-        rerun = await SynthesizePhase().run(
-            phase_context(config, store, 1, {"plan": plan}, phase="synthesize", helper=again, metrics=metrics)
-        )
+        rerun = await synthesize(config, store, again)
         assert again.calls == 0 and [t["id"] for t in rerun["tasks"]] == [t["id"] for t in out["tasks"]]
     gate = metrics.synthesis_gate.labels(gate="sim_gold", result="accepted")
     assert gate._value.get() == 2
@@ -128,17 +123,7 @@ async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(
     config = make_config(ARENA_DATA_DIR=str(config.data.dir.parent / "lax"))
     async with Store(config.database_url) as store:
         await store.migrate()
-        out = await SynthesizePhase().run(
-            phase_context(
-                config,
-                store,
-                1,
-                {"plan": plan},
-                phase="synthesize",
-                helper=ScriptedFakeHelper("lax"),
-                metrics=metrics,
-            )
-        )
+        out = await synthesize(config, store, ScriptedFakeHelper("lax"))
     assert out["tasks"] == [] and out["synthesis"][0]["rejections"] == {
         "sim_empty": 2 * config.synthesis.max_attempts
     }

@@ -22,6 +22,20 @@ from .tiny import letters_task, tiny_config
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.anyio]
 
 
+def record_loads(served: Any, *methods: str) -> list[tuple[str, str]]:
+    """Wrap the served model's weight-loading `methods`: each call adds (method, folder name)."""
+    loads: list[tuple[str, str]] = []
+    for method in methods:
+        original = getattr(served, method)
+
+        def recording(path: str | Path, original: Any = original, method: str = method) -> None:
+            original(path)
+            loads.append((method, Path(path).name))
+
+        setattr(served, method, recording)
+    return loads
+
+
 async def test_http_rollouts_sample_from_the_server_that_each_update_is_published_to(
     embedded_model_path: Path, tmp_path: Path
 ) -> None:
@@ -41,14 +55,7 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
         return await submit(*args, **kwargs)
 
     served.batcher.submit = counting_submit  # type: ignore[method-assign]
-    reloads: list[str] = []
-    load_weights = served.load_weights
-
-    def recording_load(path: str | Path) -> None:
-        load_weights(path)
-        reloads.append(Path(path).name)
-
-    served.load_weights = recording_load  # type: ignore[method-assign]
+    loads = record_loads(served, "load_weights")
     seen: list[StepMetrics] = []
     async with serving(create_app(served, name="policy", allow_reload=True)) as url:
         publisher = HttpWeightPublisher(url, tmp_path / "shared")
@@ -80,6 +87,7 @@ async def test_http_rollouts_sample_from_the_server_that_each_update_is_publishe
         assert m.importance_ratio_mean is not None and m.importance_ratio_max is not None
         assert 0.9 < m.importance_ratio_mean < 1.1 and m.importance_ratio_max <= 3.0
     # The server loaded the starting weights, then each update; the shared folder keeps the newest two.
+    reloads = [folder for _, folder in loads]
     assert reloads == ["round-0000-step-000000", "round-0000-step-000001", "round-0000-step-000002"]
     assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == [
         "round-0000-step-000001",
@@ -156,15 +164,7 @@ async def test_a_lora_round_syncs_each_update_to_the_server_as_its_adapter(
     from trainer.config import LoraConfig
 
     served = LocalChatModel.load(embedded_model_path, device="cpu", dtype="float32")
-    loads: list[str] = []
-    for method in ("load_weights", "load_adapter"):
-        original = getattr(served, method)
-
-        def recording(path: str | Path, original: Any = original, method: str = method) -> None:
-            original(path)
-            loads.append(f"{method}:{Path(path).name}")
-
-        setattr(served, method, recording)
+    loads = record_loads(served, "load_weights", "load_adapter")
     seen: list[StepMetrics] = []
     lora = LoraConfig(enabled=True, r=8, alpha=16)
     async with serving(create_app(served, name="policy", allow_reload=True)) as url:
@@ -181,7 +181,7 @@ async def test_a_lora_round_syncs_each_update_to_the_server_as_its_adapter(
         )
     assert result.steps == 2 and all(m.finite() for m in seen)
     # The round's full weights once, then each step's adapter (step 2's rollouts sampled from step 1's).
-    assert loads == [
+    assert [f"{method}:{folder}" for method, folder in loads] == [
         "load_weights:round-0000-step-000000",
         "load_adapter:policy-lora-r0000-s000001",
         "load_adapter:policy-lora-r0000-s000002",
