@@ -28,22 +28,30 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from arena.tasks.model import Task
 
 DEFAULT_TASKS = 4
 
 
-def signal_task() -> Any:
+def signal_task(task_id: str = "gpu-check-signal") -> Task:
     """A tool-less task whose reward varies between any model's samples: the share of nine
-    mid-frequency letters in a one-sentence answer (scored with shaping). A group of the env's own
-    tasks can score alike and teach nothing; this one keeps a gradient in every step, so the check
-    always measures a real update."""
+    mid-frequency letters in a one-sentence answer (scored with shaping).
+
+    A short greeting holds the six most common letters almost always; the mid-frequency ones appear
+    in some answers and not in others, so at temperature 1 a group of four almost never scores
+    alike. A group of the env's own tasks can score alike and teach nothing; this one keeps a
+    gradient in every step, so the check always measures a real update (the trainer's own tests
+    train on it for the same reason).
+    """
     from arena.tasks.model import AnswerCheck, Task
 
     return Task(
-        id="gpu-check-signal",
+        id=task_id,
         env="library",
         instruction="Say hello to me in one short sentence.",
         checks=[AnswerCheck(name=f"has {c}", contains=[c]) for c in "cdlmrsuwy"],

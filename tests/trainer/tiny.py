@@ -6,30 +6,22 @@ from pathlib import Path
 
 from arena.episode.runner import EpisodeConfig
 from arena.protocols import UserContext
-from arena.tasks.model import AnswerCheck, RubricCheck, Task
+from arena.tasks.model import RubricCheck, Task
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
 from trainer.config import LoraConfig, TrainerConfig
+from trainer.gpu_check import signal_task
 
 
 def letters_task(task_id: str = "say-something") -> Task:
-    """A tool-less task whose reward is the share of nine mid-frequency letters in the answer.
+    """`trainer.gpu_check.signal_task`: the share of nine mid-frequency letters in the answer.
 
     A synthetic shaping task for the training loop's own tests: it is scored with
     `RewardConfig(shaping_only=True)` (see `tiny_config`), since the letters are no observed values
-    and a read-only task would otherwise pay only when all nine appear.
-
-    A short greeting contains the six most common letters almost always (every answer then scores
-    1.0 and the group has no variance); mid-frequency letters appear in some answers and not in
-    others, so at temperature 1 the four answers of a group almost never score alike and a GRPO
-    step on it has a learning signal without needing a model that can already use tools.
+    and a read-only task would otherwise pay only when all nine appear. A GRPO step on it has a
+    learning signal without needing a model that can already use tools.
     """
-    return Task(
-        id=task_id,
-        env="library",
-        instruction="Say hello to me in one short sentence.",
-        checks=[AnswerCheck(name=f"has {c}", contains=[c]) for c in "cdlmrsuwy"],
-    )
+    return signal_task(task_id)
 
 
 def simulated_weather_task() -> Task:
