@@ -189,19 +189,27 @@ def load_policy(folder: Path, *, device: str = "cpu", dtype: Any = None) -> tupl
     if not (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} is not a model folder (no config.json)")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if dtype is None:
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer = load_tokenizer(folder)
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device)
+    return model, tokenizer
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """A model folder's tokenizer as training uses it: a pad token, and a chat template with tools."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if getattr(tokenizer, "chat_template", None) is None:
         from simulate.embedded import tool_chat_template
 
         tokenizer.chat_template = tool_chat_template()
-    return model, tokenizer
+    return tokenizer
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -133,6 +133,7 @@ class TrainerConfig(BaseModel):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     rollout_backend: Literal["local", "http"] = "local"
     rollout_base_url: str | None = None  # OpenAI-compatible server (vLLM) when rollout_backend = "http"
+    rollout_replica_urls: list[str] = Field(default_factory=list)  # more replicas of it (`simulate.replicas`)
     rollout_model: str = "policy"  # the served model name on that server
     rollout_api_key: str | None = None  # its API key, if it wants one
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
@@ -156,6 +157,13 @@ class TrainerConfig(BaseModel):
     # reference tools plus that many distractors (TRUSTEE-style tool subsets; keeps CPU prompts short).
     system_prompt: Literal["full", "compact"] = "full"
     tool_subset: int | None = Field(default=None, ge=0)
+    # Processes (one GPU each) for the GRPO step. Above 1 the step runs in worker processes started
+    # with `accelerate launch` (`trainer.sharded`), each on its share of every batch; the daemon
+    # runs their rollouts against the policy server. `sharding = "fsdp"` shards weights, gradients
+    # and AdamW moments over them (accelerate's FSDP2, FULL_SHARD: GPUs only); "none" keeps a
+    # full replica per process (data parallel, also on CPU with gloo).
+    processes: int = Field(default=1, ge=1, le=64)
+    sharding: Literal["none", "fsdp"] = "none"
     # Checkpoints
     save_every: int = Field(default=5, ge=1)  # optimizer steps between checkpoints (and at the end)
     keep_last: int = Field(default=2, ge=1)
@@ -185,7 +193,32 @@ class TrainerConfig(BaseModel):
             )
         if self.rollout_backend == "http" and not self.rollout_base_url:
             raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")
+        self._check_processes()
         return self
+
+    def _check_processes(self) -> None:
+        """Combinations of `processes` and `sharding` that cannot run, refused with the reason."""
+        if self.processes == 1:
+            if self.sharding != "none":
+                raise ValueError(
+                    f"sharding '{self.sharding}' needs processes > 1 (one process holds everything)"
+                )
+            return
+        if self.rollout_backend != "http":
+            raise ValueError(
+                f"processes = {self.processes} needs rollouts from the policy server (rollout_backend 'http'): "
+                "local rollouts sample from the one in-process model, which worker processes do not share"
+            )
+        if self.lora.enabled:
+            raise ValueError(
+                f"processes = {self.processes} trains full weights: LoRA trains on one GPU (processes = 1)"
+            )
+        share = self.micro_batch * self.processes
+        if self.batch_size % share:
+            raise ValueError(
+                f"tasks_per_step × group_size ({self.batch_size}) must split into micro-batches of "
+                f"{self.micro_batch} over {self.processes} processes (a multiple of {share})"
+            )
 
     def with_sampling(self, **update: object) -> TrainerConfig:
         """A copy whose episodes sample with `update` applied to `episode.params`."""
@@ -196,6 +229,11 @@ class TrainerConfig(BaseModel):
     def micro_batch(self) -> int:
         """Sequences per forward/backward pass."""
         return min(self.micro_batch_size, self.batch_size)
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-batches each process accumulates per optimizer step (the step's batch over all of them)."""
+        return self.batch_size // (self.micro_batch * self.processes)
 
     @property
     def batch_size(self) -> int:

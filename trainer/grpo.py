@@ -30,9 +30,9 @@ import structlog
 
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import Lineage, is_peft, latest_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.checkpoints import Lineage, is_peft, prune_checkpoints, save_checkpoint
 from trainer.config import TrainerConfig
-from trainer.grpo_model import anchor_reference_adapter, load_start, savable
+from trainer.grpo_model import anchor_reference_adapter, finished_round, load_start, resume_point, savable
 from trainer.memory import release_memory
 from trainer.metrics import (
     CheckpointInfo,
@@ -42,6 +42,7 @@ from trainer.metrics import (
     StepMetrics,
     TaskOutcome,
     TrainResult,
+    grpo_step_metrics,
 )
 from trainer.precision import use_bf16
 from trainer.publish import WeightPublisher
@@ -64,9 +65,9 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
         output_dir=str(out_dir / "trl"),
         per_device_train_batch_size=config.micro_batch,
         num_generations=config.group_size,
-        # One generation of the whole step's groups, trained in micro-batches; with several iterations
-        # the same generation feeds that many optimizer steps (TRL then keeps the old log-probs).
-        gradient_accumulation_steps=config.batch_size // config.micro_batch,
+        # One generation of the whole step's groups (over all processes), trained in micro-batches; with
+        # several iterations the same generation feeds that many optimizer steps (TRL keeps the old log-probs).
+        gradient_accumulation_steps=config.accumulation_steps,
         num_iterations=config.iterations_per_batch,
         max_steps=max_steps,
         learning_rate=config.learning_rate,
@@ -220,35 +221,17 @@ def _callback(run: _Run) -> Any:
             if not logs or "loss" not in logs:
                 return
             stats = run.bridge.history[-1] if run.bridge.history else RolloutStats()
-            tokens_per_s = stats.generated_tokens / stats.seconds if stats.seconds > 0 else None
-            metrics = StepMetrics(
-                phase="grpo",
+            metrics = grpo_step_metrics(
                 round_id=run.round_id,
                 step=run.offset + state.global_step,
-                loss=float(logs["loss"]),
-                learning_rate=float(logs.get("learning_rate", 0.0)),
-                grad_norm=_opt_float(logs.get("grad_norm")),
-                reward_mean=stats.reward_mean,
-                reward_std=stats.reward_std,
-                pass_rate=stats.pass_rate,
-                kl=_opt_float(logs.get("kl")),  # only computed when beta > 0 (reference model)
-                entropy=_opt_float(logs.get("entropy")),
-                clip_fraction=_opt_float(logs.get("clip_ratio/region_mean")),
-                sampler_logprob_diff=_opt_float(logs.get("sampling/sampling_logp_difference/mean")),
-                importance_ratio_mean=_opt_float(logs.get("sampling/importance_sampling_ratio/mean")),
-                importance_ratio_min=_opt_float(logs.get("sampling/importance_sampling_ratio/min")),
-                importance_ratio_max=_opt_float(logs.get("sampling/importance_sampling_ratio/max")),
-                chain_breaks=stats.chain_breaks,
-                tokens_per_s=tokens_per_s,
-                episode_length=stats.mean_turns,
-                episode_tokens=stats.mean_policy_tokens,
-                zero_variance_fraction=stats.zero_variance_fraction,
-                resampled_groups=stats.resampled_groups,
+                logs=logs,
+                stats=stats,
                 seconds=time.perf_counter() - run.step_started,
-                sync_kind=run.last_sync.kind if run.last_sync else None,
-                sync_bytes=run.last_sync.bytes if run.last_sync else None,
-                sync_seconds=run.last_sync.seconds if run.last_sync else None,
             )
+            if run.last_sync is not None:
+                metrics.sync_kind = run.last_sync.kind
+                metrics.sync_bytes = run.last_sync.bytes
+                metrics.sync_seconds = run.last_sync.seconds
             run.last_sync = None
             run.metrics.append(metrics)
             log.info("grpo.step", **{k: v for k, v in metrics.model_dump().items() if v is not None})
@@ -256,10 +239,6 @@ def _callback(run: _Run) -> Any:
                 run.on_step(metrics)
 
     return ArenaCallback()
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _train_sync(
@@ -332,24 +311,9 @@ async def train_round(
         raise ValueError(
             f"tasks of simulated environments ({', '.join(simulated)}) need the helper as simulator"
         )
-    offset, start_dir, prior_seconds = 0, policy_dir, 0.0
-    latest = latest_checkpoint(out_dir)
-    if latest is not None and latest[1].phase == "grpo" and latest[1].round_id == round_id:
-        offset, start_dir, prior_seconds = latest[1].step, latest[0], latest[1].train_seconds
-        log.info("grpo.resume", round=round_id, step=offset, checkpoint=str(start_dir))
+    offset, start_dir, prior_seconds = resume_point(out_dir, policy_dir, round_id)
     if offset >= config.max_steps:
-        assert latest is not None
-        return TrainResult(
-            round_id=round_id,
-            phase="grpo",
-            policy_dir=latest[0],
-            steps=0,
-            resumed_from_step=offset,
-            total_steps=offset,
-            seconds=time.perf_counter() - started,
-            prior_seconds=prior_seconds,
-            checkpoints=[CheckpointInfo(path=latest[0], step=offset, reward_mean=latest[1].reward_mean)],
-        )
+        return finished_round(out_dir, round_id, started)
     factory = (
         http_policy_factory(config, served_model=lambda: getattr(publisher, "served_model", None))
         if config.rollout_backend == "http"
@@ -389,11 +353,6 @@ async def train_round(
         safe_point=safe_point,
         publisher=publisher,
     )
-    import torch
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = await anyio.to_thread.run_sync(load_start, policy_dir, start_dir, config, device)
-    run.tokenizer = tokenizer
     log.info(
         "grpo.start",
         round=round_id,
@@ -403,8 +362,21 @@ async def train_round(
         from_step=offset,
         group_size=config.group_size,
         tasks_per_step=config.tasks_per_step,
+        processes=config.processes,
     )
-    await anyio.to_thread.run_sync(_train_sync, model, tokenizer, prepared, run, config.max_steps - offset)
+    if config.processes > 1:
+        from trainer.sharded import train_sharded  # worker processes under `accelerate launch`
+
+        await train_sharded(run, prepared, policy_dir, start_dir)
+    else:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model, tokenizer = await anyio.to_thread.run_sync(load_start, policy_dir, start_dir, config, device)
+        run.tokenizer = tokenizer
+        await anyio.to_thread.run_sync(
+            _train_sync, model, tokenizer, prepared, run, config.max_steps - offset
+        )
     if run.stop_error is not None:
         raise run.stop_error
     history = bridge.history
@@ -430,5 +402,6 @@ async def train_round(
         prior_seconds=prior_seconds,
         checkpoints=run.checkpoints,
         metrics=run.metrics,
+        processes=config.processes,
         task_outcomes=sorted(outcomes.values(), key=lambda o: o.task),
     )

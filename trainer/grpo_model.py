@@ -7,12 +7,46 @@ round started from) and, with LoRA, the same adapter continued on the same base 
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoints import ADAPTER_DIR, is_peft, load_policy
+import structlog
+
+from trainer.checkpoints import ADAPTER_DIR, is_peft, latest_checkpoint, load_policy
 from trainer.config import TrainerConfig
+from trainer.metrics import CheckpointInfo, TrainResult
 from trainer.precision import train_dtype
+
+log = structlog.get_logger(__name__)
+
+
+def resume_point(out_dir: Path, policy_dir: Path, round_id: int) -> tuple[int, Path, float]:
+    """(step, folder, training seconds so far) a round goes on from: its newest checkpoint in
+    `out_dir`, else step 0 from `policy_dir`."""
+    latest = latest_checkpoint(out_dir)
+    if latest is None or latest[1].phase != "grpo" or latest[1].round_id != round_id:
+        return 0, policy_dir, 0.0
+    log.info("grpo.resume", round=round_id, step=latest[1].step, checkpoint=str(latest[0]))
+    return latest[1].step, latest[0], latest[1].train_seconds
+
+
+def finished_round(out_dir: Path, round_id: int, started: float) -> TrainResult:
+    """The result of a call on a round whose steps are all done already (nothing is trained again)."""
+    latest = latest_checkpoint(out_dir)
+    assert latest is not None
+    path, lineage = latest
+    return TrainResult(
+        round_id=round_id,
+        phase="grpo",
+        policy_dir=path,
+        steps=0,
+        resumed_from_step=lineage.step,
+        total_steps=lineage.step,
+        seconds=time.perf_counter() - started,
+        prior_seconds=lineage.train_seconds,
+        checkpoints=[CheckpointInfo(path=path, step=lineage.step, reward_mean=lineage.reward_mean)],
+    )
 
 
 def savable(model: Any) -> Any:

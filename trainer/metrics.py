@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -94,6 +94,42 @@ class StepMetrics(BaseModel):
         return all(math.isfinite(v) for v in values)
 
 
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def grpo_step_metrics(
+    *, round_id: int, step: int, logs: dict[str, Any], stats: RolloutStats, seconds: float
+) -> StepMetrics:
+    """A GRPO step's record from TRL's logged values and its rollout batch's statistics (the
+    weight-sync fields are the caller's to fill)."""
+    return StepMetrics(
+        phase="grpo",
+        round_id=round_id,
+        step=step,
+        loss=float(logs["loss"]),
+        learning_rate=float(logs.get("learning_rate", 0.0)),
+        grad_norm=_opt_float(logs.get("grad_norm")),
+        reward_mean=stats.reward_mean,
+        reward_std=stats.reward_std,
+        pass_rate=stats.pass_rate,
+        kl=_opt_float(logs.get("kl")),  # only computed when beta > 0 (reference model)
+        entropy=_opt_float(logs.get("entropy")),
+        clip_fraction=_opt_float(logs.get("clip_ratio/region_mean")),
+        sampler_logprob_diff=_opt_float(logs.get("sampling/sampling_logp_difference/mean")),
+        importance_ratio_mean=_opt_float(logs.get("sampling/importance_sampling_ratio/mean")),
+        importance_ratio_min=_opt_float(logs.get("sampling/importance_sampling_ratio/min")),
+        importance_ratio_max=_opt_float(logs.get("sampling/importance_sampling_ratio/max")),
+        chain_breaks=stats.chain_breaks,
+        tokens_per_s=stats.generated_tokens / stats.seconds if stats.seconds > 0 else None,
+        episode_length=stats.mean_turns,
+        episode_tokens=stats.mean_policy_tokens,
+        zero_variance_fraction=stats.zero_variance_fraction,
+        resampled_groups=stats.resampled_groups,
+        seconds=seconds,
+    )
+
+
 class CheckpointInfo(BaseModel):
     """A saved checkpoint, as returned in `TrainResult`."""
 
@@ -137,6 +173,7 @@ class TrainResult(BaseModel):
     prior_seconds: float = 0.0
     checkpoints: list[CheckpointInfo] = Field(default_factory=list)
     metrics: list[StepMetrics] = Field(default_factory=list)
+    processes: int = 1  # GRPO: processes (GPUs) the steps ran on (`trainer.sharded` above 1)
     task_outcomes: list[TaskOutcome] = Field(default_factory=list)  # GRPO: per task, over its rollouts
 
 
