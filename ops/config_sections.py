@@ -369,6 +369,38 @@ class TrainerConfig(ConfigSection):
         description="GPU memory the trainer may use (GB); `arena config check` refuses a plan whose "
         "weights, gradients and AdamW moments exceed it and warns when worst-case activations do.",
     )
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Processes (one GPU each) for the GRPO step; above 1 it runs under `accelerate launch` "
+        "with rollouts from the policy server (trainer.rollouts = policy_server), full weights only.",
+    )
+    sharding: Literal["none", "fsdp"] = Field(
+        "none",
+        description="With processes > 1: fsdp shards weights, gradients and AdamW moments over the GPUs "
+        "(accelerate FSDP2, full shard; gpu_memory_gb is per GPU); none keeps a replica per process.",
+    )
+
+    @model_validator(mode="after")
+    def _check_processes(self) -> TrainerConfig:
+        if self.sharding != "none" and self.processes == 1:
+            raise ValueError(f"sharding = '{self.sharding}' needs processes > 1 (one GPU holds everything)")
+        if self.processes > 1 and self.rollouts != "policy_server":
+            raise ValueError(
+                f"processes = {self.processes} needs rollouts = 'policy_server': local rollouts sample from "
+                "the trainer's one in-process model, which worker processes do not share"
+            )
+        if self.processes > 1 and self.use_lora:
+            raise ValueError(
+                f"processes = {self.processes} trains full weights: LoRA trains on one GPU (processes = 1)"
+            )
+        if self.sharding == "fsdp" and self.sft_warmup:
+            raise ValueError(
+                "the SFT warm-up trains in the daemon's one process, where a model that needs FSDP does not "
+                "fit: set sft_warmup = false with sharding = 'fsdp'"
+            )
+        return self
 
 
 class SandboxConfig(ConfigSection):

@@ -11,6 +11,11 @@ check`, and `train_round` on GPU). The estimate is deliberately rough and errs h
   and one layer is recomputed at a time (its attention projections and MLP); without it every
   layer keeps those. The LM head's fp32 logits and log-softmax (8 bytes per vocabulary entry)
   are counted for the trained positions only (the policy's tokens: `policy_token_logps`).
+- several processes (`trainer.processes`, one GPU each): with FSDP's FULL_SHARD every GPU keeps
+  1/N of the weights, gradients, AdamW moments and KL reference, plus the bf16 units it gathers
+  to compute (the embeddings and LM head, which stay gathered through the forward, and two
+  decoder layers: the one computing and the one prefetched); without sharding (data parallel)
+  every GPU holds everything. Activations are per GPU either way (each trains its own micro-batch).
 """
 
 from __future__ import annotations
@@ -129,6 +134,9 @@ class MemoryPlan(BaseModel):
 
     mode: str  # "full" or "lora"
     parameters: int
+    processes: int = 1  # GPUs the plan runs on (the numbers are per GPU)
+    sharded: bool = False  # FSDP FULL_SHARD over the processes
+    gathered_gb: float = 0.0  # bf16 units an FSDP rank gathers to compute
     trained_parameters: int
     weights_gb: float
     gradients_gb: float
@@ -140,7 +148,12 @@ class MemoryPlan(BaseModel):
     @property
     def total_gb(self) -> float:
         return (
-            self.weights_gb + self.gradients_gb + self.optimizer_gb + self.reference_gb + self.activations_gb
+            self.weights_gb
+            + self.gradients_gb
+            + self.optimizer_gb
+            + self.reference_gb
+            + self.gathered_gb
+            + self.activations_gb
         )
 
     @property
@@ -149,11 +162,16 @@ class MemoryPlan(BaseModel):
 
     def describe(self) -> str:
         """One line with every term, e.g. for `arena config check`."""
+        where = ""
+        if self.processes > 1:
+            how = f"FSDP full-shard over {self.processes} GPUs" if self.sharded else f"{self.processes} GPUs"
+            where = f" ({how}, per GPU)"
+        gathered = f"gathered layers {self.gathered_gb:.1f} GB + " if self.sharded else ""
         return (
             f"{self.mode} fine-tune of {self.parameters / 1e9:.2f}B weights "
-            f"({self.trained_parameters / 1e6:,.1f}M trained): weights {self.weights_gb:.1f} GB + "
+            f"({self.trained_parameters / 1e6:,.1f}M trained){where}: weights {self.weights_gb:.1f} GB + "
             f"gradients {self.gradients_gb:.1f} GB + AdamW moments {self.optimizer_gb:.1f} GB + "
-            f"KL reference {self.reference_gb:.1f} GB + activations {self.activations_gb:.1f} GB = "
+            f"KL reference {self.reference_gb:.1f} GB + {gathered}activations {self.activations_gb:.1f} GB = "
             f"{self.total_gb:.1f} GB of {self.budget_gb:.0f} GB"
         )
 
@@ -169,8 +187,11 @@ def estimate(
     gradient_checkpointing: bool,
     kl_reference: bool,
     budget_gb: float,
+    processes: int = 1,
+    sharded: bool = False,
 ) -> MemoryPlan:
-    """The memory of training `shape` (LoRA of rank `lora_r`, or full when None) on one GPU."""
+    """The memory of training `shape` (LoRA of rank `lora_r`, or full when None) on each of
+    `processes` GPUs, sharded by FSDP (FULL_SHARD) or replicated."""
     n = shape.parameters
     if lora_r is None:
         trained = n
@@ -185,14 +206,23 @@ def estimate(
     one_layer = tokens * (4 * h + 3 * shape.intermediate_size) * 2  # projections and MLP, bf16
     kept = tokens * h * 2 * layers if gradient_checkpointing else one_layer * layers
     head = micro_batch * min(trained_tokens, sequence_tokens) * shape.vocab_size * 8
+    shards = processes if sharded else 1
+    gathered = 0
+    if sharded:
+        layer = sum(a * b for a, b in shape.linear_shapes().values()) + 2 * h
+        root = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
+        gathered = (root + 2 * layer) * 2  # bf16
     return MemoryPlan(
         mode="full" if lora_r is None else "lora",
         parameters=n,
         trained_parameters=trained,
-        weights_gb=weights / GB,
-        gradients_gb=trained * 4 / GB,
-        optimizer_gb=trained * 8 / GB,
-        reference_gb=reference / GB,
+        processes=processes,
+        sharded=sharded,
+        weights_gb=weights / shards / GB,
+        gradients_gb=trained * 4 / shards / GB,
+        optimizer_gb=trained * 8 / shards / GB,
+        reference_gb=reference / shards / GB,
+        gathered_gb=gathered / GB,
         activations_gb=(kept + one_layer + head) / GB,
         budget_gb=budget_gb,
     )
@@ -211,6 +241,8 @@ def plan_for(shape: ModelShape, config: Any, budget_gb: float) -> MemoryPlan:
         gradient_checkpointing=config.gradient_checkpointing,
         kl_reference=config.beta > 0,
         budget_gb=budget_gb,
+        processes=config.processes,
+        sharded=config.sharding == "fsdp",
     )
 
 
@@ -225,7 +257,12 @@ def check_plan(plan: MemoryPlan) -> str | None:
     """
     static = plan.total_gb - plan.activations_gb
     if static > plan.budget_gb:
-        advice = "LoRA adapters (trainer.use_lora = true)" if plan.mode == "full" else "a smaller model"
+        advice = (
+            "LoRA adapters (trainer.use_lora = true) or FSDP over more GPUs (trainer.processes, "
+            "trainer.sharding = 'fsdp')"
+            if plan.mode == "full"
+            else "a smaller model"
+        )
         raise PlanTooLarge(f"the trainer cannot fit the GPU: {plan.describe()}; use {advice}")
     if not plan.fits:
         return f"the trainer may run out of GPU memory on episodes near their token caps: {plan.describe()}"

@@ -73,22 +73,26 @@ def check(args: argparse.Namespace) -> int:
 
 def _check_gpu_memory(config: ArenaConfig) -> None:
     """Print the trainer's GPU memory estimate for a GPU plan (an http policy server and its
-    base model); refuse one whose weights and optimizer state cannot fit `trainer.gpu_memory_gb`."""
+    base model); refuse one whose weights and optimizer state cannot fit `trainer.gpu_memory_gb`
+    (per GPU: with `trainer.sharding = "fsdp"` they are split over `trainer.processes` GPUs)."""
     if config.trainer.base_model is None or config.models.policy.backend != "http":
         return  # the CPU recipe: the embedded model trains in host memory
     from types import SimpleNamespace
 
-    from ops.phases.runtime import trainer_config
+    from ops.phases.train import grpo_trainer_config
     from trainer.gpu_memory import PlanTooLarge, check_plan, model_shape, plan_for
 
+    # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA,
+    # processes and sharding): a batch that does not split over the processes is refused here.
+    try:
+        tconf = grpo_trainer_config(SimpleNamespace(config=config, round=0))
+    except ValueError as exc:
+        raise CliError(f"trainer: {exc}") from None
     shape = model_shape(config.trainer.base_model)
     if shape is None:
         print(f"GPU memory: not estimated ({config.trainer.base_model}/config.json not found)")
         return
-    # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA).
-    plan = plan_for(
-        shape, trainer_config(SimpleNamespace(config=config, round=0)), config.trainer.gpu_memory_gb
-    )
+    plan = plan_for(shape, tconf, config.trainer.gpu_memory_gb)
     try:
         warning = check_plan(plan)
     except PlanTooLarge as exc:

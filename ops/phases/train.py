@@ -6,6 +6,8 @@ The policy starts from the newest published checkpoint (else the base weights). 
 (pause/stop; on stop it checkpoints and the phase stays unfinished); `on_step` feeds the GRPO
 metrics. Checkpoints live in `DATA_DIR/checkpoints/round-NNNN/{sft,grpo}`; a restarted phase
 resumes from the round's newest checkpoint (the trainer does this), so committed steps are not redone.
+With `trainer.processes > 1` the GRPO steps run in worker processes on that many GPUs
+(`trainer.sharded`); this phase still owns the store, the helpers and the rollouts.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ def step_observer(ctx: PhaseContext) -> Any:
     return on_step
 
 
+def grpo_trainer_config(ctx: Any) -> Any:
+    """`trainer_config` with the GRPO step's processes and sharding (`[trainer] processes`, `sharding`),
+    validated together: a batch that does not split over the processes is refused here."""
+    from trainer.config import TrainerConfig
+
+    section = ctx.config.trainer
+    update = {"processes": section.processes, "sharding": section.sharding}
+    return TrainerConfig.model_validate(trainer_config(ctx).model_copy(update=update).model_dump())
+
+
 def _summary(result: Any) -> dict[str, Any]:
     data = result.model_dump(mode="json", exclude={"metrics"})
     data["last_step"] = result.metrics[-1].model_dump(mode="json") if result.metrics else None
@@ -90,7 +102,7 @@ class TrainPhase(BasePhase):
             rows = [await repo.get_task(s, w["id"]) for w in wanted]
         tasks = [Task.model_validate(r.data) for r in rows if r is not None]
         envs = load_envs(ctx)
-        tconf = trainer_config(ctx)
+        tconf = grpo_trainer_config(ctx)
         policy_dir, parent = await current_policy_dir(ctx)
         out = round_dir(ctx)
         on_step = step_observer(ctx)
