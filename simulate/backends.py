@@ -11,6 +11,7 @@ max_batch = 32
 backend = "http"
 model = "Qwen/Qwen3-8B"    # the served model name
 base_url = "http://vllm:8000/v1"
+replica_urls = ["http://vllm-2:8000/v1"]   # more replicas of the same server (optional)
 ```
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from arena.protocols import ChatModel
 from simulate.precision import Dtype
@@ -43,6 +44,7 @@ class ModelSpec(BaseModel):
     cache_dir: Path | None = None  # where "embedded" is converted (default under ARENA_DATA_DIR)
     # http
     base_url: str | None = None
+    replica_urls: list[str] = Field(default_factory=list)  # more replicas beside base_url
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
@@ -54,6 +56,14 @@ class ModelSpec(BaseModel):
     concurrency: int = Field(default=16, ge=1, le=4096)
     return_token_ids: bool = True
 
+    @field_validator("replica_urls")
+    @classmethod
+    def _replica_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"replica URL {url!r} must start with http:// or https://")
+        return urls
+
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.backend == "http":
@@ -61,7 +71,16 @@ class ModelSpec(BaseModel):
                 raise ValueError("backend 'http' needs base_url (e.g. http://127.0.0.1:8000/v1)")
             if not self.base_url.startswith(("http://", "https://")):
                 raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+            roots = [u.rstrip("/").removesuffix("/v1").rstrip("/") for u in self.urls]
+            twice = sorted({u for u in roots if roots.count(u) > 1})
+            if twice:
+                raise ValueError(f"a replica is listed twice: {', '.join(twice)}")
         return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Every replica's base URL: `base_url` first, then `replica_urls`."""
+        return [self.base_url, *self.replica_urls] if self.base_url else list(self.replica_urls)
 
 
 def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatModel:
@@ -86,12 +105,24 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
             dtype=spec.dtype,
         )
     from simulate.http import HttpChatModel
+    from simulate.replicas import shared_pool
 
     assert spec.base_url is not None  # checked by the validator
+    api_key = spec.api_key.get_secret_value() if spec.api_key else None
+    # Shared with every client and publisher of the same servers in this process: an ejection seen
+    # by one is seen by all, and a replica returns only with the weights the publisher installed.
+    pool = shared_pool(
+        spec.urls,
+        role=spec.role,
+        threshold=spec.breaker_threshold,
+        cooldown_s=spec.breaker_cooldown_s,
+        probe_timeout_s=spec.connect_timeout_s,
+        api_key=api_key,
+    )
     return HttpChatModel(
-        spec.base_url,
+        spec.urls,
         spec.model,
-        api_key=spec.api_key.get_secret_value() if spec.api_key else None,
+        api_key=api_key,
         role=spec.role,
         timeout_s=spec.timeout_s,
         connect_timeout_s=spec.connect_timeout_s,
@@ -102,4 +133,5 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
         breaker_cooldown_s=spec.breaker_cooldown_s,
         concurrency=spec.concurrency,
         return_token_ids=spec.return_token_ids,
+        pool=pool,
     )

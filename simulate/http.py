@@ -7,6 +7,10 @@ retries with jittered exponential backoff on 429, 5xx, timeouts and connection e
 `Retry-After`); a circuit breaker that opens after N consecutive failed attempts and lets one trial
 request through after a cool-down; other 4xx answers fail at once with the server's message. A
 capacity limiter bounds the requests in flight.
+
+Several base URLs (vLLM replicas) form a `simulate.replicas.ReplicaPool`: each attempt goes to the
+least busy serving replica, a failing one is ejected and probed back, and a retry goes to another
+replica at once; the backoff sleep is only for when every serving replica has failed this request.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -27,6 +31,7 @@ from arena.types import Completion, FinishReason, Message, SamplingParams, ToolC
 from simulate.breaker import CircuitBreaker
 from simulate.calls import current_role, record_completion, record_failure
 from simulate.model_errors import ModelRequestError, ModelUnavailable
+from simulate.replicas import Replica, ReplicaPool
 
 log = structlog.get_logger(__name__)
 
@@ -43,19 +48,25 @@ _FINISH: dict[str, FinishReason] = {
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, replica: Replica, retry_after: float | None = None) -> None:
         super().__init__(message)
+        self.replica = replica
         self.retry_after = retry_after
 
 
 class HttpChatModel:
-    """A `ChatModel` talking to an OpenAI-compatible server."""
+    """A `ChatModel` talking to an OpenAI-compatible server, or to several replicas of one.
+
+    `base_url` is one base URL or a list (replicas); `pool` shares replica state with other clients
+    of the same servers (`simulate.replicas.shared_pool`), else the client makes its own.
+    """
 
     backend = "http"
+    endpoint = "/chat/completions"  # under each replica's /v1
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         *,
         api_key: str | None = None,
@@ -72,24 +83,37 @@ class HttpChatModel:
         extra_body: dict[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pool: ReplicaPool | None = None,
     ) -> None:
         self.name = model
         self.role = role
-        self.base_url = base_url.rstrip("/")
-        if not self.base_url.endswith("/v1"):
-            self.base_url += "/v1"
-        self._url = f"{self.base_url}/chat/completions"
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        self.pool = pool or ReplicaPool(
+            urls,
+            role=role,
+            threshold=breaker_threshold,
+            cooldown_s=breaker_cooldown_s,
+            probe_timeout_s=connect_timeout_s,
+            api_key=api_key,
+            transport=transport,
+            clock=clock,
+        )
+        self.base_url = self.pool.replicas[0].api  # the first replica's (the only one's) /v1
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
         self.retries = max(0, retries)
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
-        self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown_s, clock=clock)
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
         self.return_token_ids = return_token_ids
         self._extra_body = dict(extra_body or {})
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The first replica's circuit breaker (with one base URL: the server's)."""
+        return self.pool.replicas[0].breaker
 
     async def __aenter__(self) -> HttpChatModel:
         return self
@@ -167,20 +191,36 @@ class HttpChatModel:
 
     async def _with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
         last = ""
+        tried: list[Replica] = []  # replicas this request failed on since its last backoff sleep
         for attempt in range(self.retries + 1):
-            self.breaker.before_attempt(self._url)
             try:
-                return await self._attempt(body), attempt + 1
+                return await self._attempt(body, tried), attempt + 1
             except _Retryable as exc:
-                last = str(exc)
+                last = str(exc) if len(self.pool.replicas) == 1 else f"{exc.replica.api}: {exc}"
+                tried.append(exc.replica)
                 if attempt == self.retries:
                     break
+                if self.pool.has_untried(tried) or not self.pool.any_serving():
+                    # Another replica is serving: go there now, the failed one is not in the way.
+                    # None is (all ejected): the next choice fails at once or probes one that is due.
+                    log.info("model.failover", url=exc.replica.api, attempt=attempt + 1, error=str(exc))
+                    continue
                 delay = self._backoff(attempt, exc.retry_after)
                 log.info(
-                    "model.retry", url=self._url, attempt=attempt + 1, error=last, delay_s=round(delay, 3)
+                    "model.retry",
+                    url=exc.replica.api,
+                    attempt=attempt + 1,
+                    error=last,
+                    delay_s=round(delay, 3),
                 )
+                tried.clear()
                 await anyio.sleep(delay)
-        raise ModelUnavailable(f"{self._url} failed after {self.retries + 1} attempts: {last}")
+        raise ModelUnavailable(f"{self._target()} failed after {self.retries + 1} attempts: {last}")
+
+    def _target(self) -> str:
+        if len(self.pool.replicas) == 1:
+            return self.pool.replicas[0].api + self.endpoint
+        return f"every {self.role} replica ({', '.join(r.url for r in self.pool.replicas)})"
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         # "Equal jitter": half the exponential step fixed, half random, so clients spread out
@@ -191,31 +231,38 @@ class HttpChatModel:
             delay = max(delay, min(retry_after, self.backoff_max_s))
         return delay
 
-    async def _attempt(self, body: dict[str, Any]) -> Completion:
+    async def _attempt(self, body: dict[str, Any], tried: list[Replica]) -> Completion:
         async with self._limiter:
+            # Chosen once the limiter lets the request go, so the in-flight counts are current.
+            replica = await self.pool.acquire(exclude=tried)
+            url = replica.api + self.endpoint
             try:
-                response = await self._http().post(self._url, json=body)
+                response = await self._http().post(url, json=body)
             except httpx.TimeoutException as exc:
-                self.breaker.failure()
-                raise _Retryable(f"timed out ({type(exc).__name__})") from exc
+                self.pool.failure(replica, f"timed out ({type(exc).__name__})")
+                raise _Retryable(f"timed out ({type(exc).__name__})", replica) from exc
             except httpx.TransportError as exc:
-                self.breaker.failure()
-                raise _Retryable(f"connection failed: {exc or type(exc).__name__}") from exc
+                error = f"connection failed: {exc or type(exc).__name__}"
+                self.pool.failure(replica, error, lost=True)
+                raise _Retryable(error, replica) from exc
+            finally:
+                self.pool.release(replica)
         status = response.status_code
         if status == 429:
             # The server is alive and pacing us: retry, but do not count it against the circuit.
-            self.breaker.neutral()
-            raise _Retryable(f"429 {_error_text(response)}", _retry_after(response))
+            self.pool.neutral(replica)
+            raise _Retryable(f"429 {_error_text(response)}", replica, _retry_after(response))
         if status >= 500:
-            self.breaker.failure()
-            raise _Retryable(f"{status} {_error_text(response)}", _retry_after(response))
-        self.breaker.success()
+            error = f"{status} {_error_text(response)}"
+            self.pool.failure(replica, error)
+            raise _Retryable(error, replica, _retry_after(response))
+        self.pool.success(replica)
         if status >= 400:
-            raise ModelRequestError(f"{self._url} refused the request: {status} {_error_text(response)}")
+            raise ModelRequestError(f"{url} refused the request: {status} {_error_text(response)}")
         try:
             data = response.json()
         except ValueError as exc:
-            raise ModelError(f"{self._url} answered {status} with a body that is not JSON") from exc
+            raise ModelError(f"{url} answered {status} with a body that is not JSON") from exc
         return self.parse_response(data)
 
     def parse_response(self, data: Any) -> Completion:

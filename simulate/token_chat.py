@@ -151,12 +151,20 @@ class TokenChatModel(HttpChatModel):
     """A `ChatModel` over an OpenAI-compatible completions endpoint, driven with token ids."""
 
     backend = "http-tokens"
+    endpoint = "/completions"
 
     def __init__(
-        self, base_url: str, model: str, tokenizer: Any, *, enable_thinking: bool = False, **kwargs: Any
+        self,
+        base_url: str | Sequence[str],
+        model: str,
+        tokenizer: Any,
+        *,
+        enable_thinking: bool = False,
+        **kwargs: Any,
     ) -> None:
+        # Several base URLs: the policy's replicas, spread and failed over like chat requests
+        # (`simulate.replicas`); each request is whole, so any replica can continue a chain.
         super().__init__(base_url, model, return_token_ids=True, **kwargs)
-        self._url = f"{self.base_url}/completions"
         self.renderer = ChatRenderer(tokenizer, enable_thinking=enable_thinking)
         # The model name requests carry when it is not `name` (a LoRA adapter served under its own
         # name); `name` stays the metrics label, so a new adapter each step adds no label value.
@@ -218,7 +226,9 @@ class TokenChatModel(HttpChatModel):
         completion_ids = _int_list(choice.get("token_ids"))
         prompt_ids = _int_list(choice.get("prompt_token_ids") or data.get("prompt_token_ids"))
         if completion_ids is None or prompt_ids is None:
-            raise ModelError(f"{self._url} returned no token ids: is it vLLM with return_token_ids support?")
+            raise ModelError(
+                f"{self.name}'s server returned no token ids: is it vLLM with return_token_ids support?"
+            )
         session = _session.get()
         if session is not None:  # the chain the session's next request extends
             session.key, session.messages = session.pending
