@@ -110,11 +110,22 @@ class ModelConfig(ConfigSection):
     )
     model: str = Field("embedded", description="'embedded', a local folder, or the served model name.")
     base_url: str | None = Field(None, description="OpenAI-compatible server, e.g. http://vllm:8000/v1.")
+    replica_urls: list[str] = Field(
+        default_factory=list,
+        description="More replicas of the same server beside base_url (a JSON list or comma-separated): "
+        "requests go to the least busy one, a failing one is ejected until it answers again, and the "
+        "policy's weights are published to each.",
+    )
     api_key: SecretStr | None = Field(None, description="API key for the http backend.")
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
     connect_timeout_s: float = Field(10.0, gt=0, description="Connect timeout (http).")
     max_retries: int = Field(3, ge=0, description="Retries on transient errors (http).")
     concurrency: int = Field(4, ge=1, le=4096, description="Concurrent requests to this backend.")
+    breaker_cooldown_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a failing server (an ejected replica) is left alone before it is probed again (http).",
+    )
     device: str = Field("cpu", description="Device for the local backend (cpu, cuda, cuda:0).")
     dtype: Literal["auto", "float32", "bfloat16"] | None = Field(
         None,
@@ -129,11 +140,39 @@ class ModelConfig(ConfigSection):
             raise ValueError("must start with http:// or https://")
         return value
 
+    @field_validator("replica_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        # ARENA_MODELS__POLICY__REPLICA_URLS="http://a:8000/v1,http://b:8000/v1" as well as JSON.
+        if isinstance(value, str):
+            return [u.strip() for u in value.split(",") if u.strip()]
+        return value
+
+    @field_validator("replica_urls")
+    @classmethod
+    def _replica_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} must start with http:// or https://")
+        return urls
+
     @model_validator(mode="after")
     def _http_needs_url(self) -> ModelConfig:
         if self.backend == "http" and not self.base_url:
             raise ValueError("the http backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.replica_urls and self.backend != "http":
+            raise ValueError("replica_urls is for the http backend (replicas of an OpenAI-compatible server)")
+        seen: set[str] = set()
+        for url in self.urls:
+            if _root(url) in seen:
+                raise ValueError(f"{url} is listed twice among base_url and replica_urls")
+            seen.add(_root(url))
         return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Every replica's base URL: `base_url`, then `replica_urls` (empty without base_url)."""
+        return [self.base_url, *self.replica_urls] if self.base_url else []
 
     def api_key_value(self) -> str | None:
         """The API key in plain text, for the one request header or client that needs it."""
@@ -159,23 +198,28 @@ class ModelsConfig(ConfigSection):
 
     @model_validator(mode="after")
     def _helper_is_not_the_policy_server(self) -> ModelsConfig:
-        # Every publish reloads the policy server's weights: a helper served there would become the
-        # trained policy, simulating tools and users and judging answers for itself.
-        if self.policy.backend == self.helper.backend == "http" and _same_server(
-            self.policy.base_url, self.helper.base_url
-        ):
-            raise ValueError(
-                f"helper.base_url is the policy server ({self.helper.base_url}): each publish would load "
-                "the trained policy into the helper; serve the helper from a server of its own"
-            )
+        # Every publish reloads the policy server's weights (every replica's): a helper served there
+        # would become the trained policy, simulating tools and users and judging answers for itself.
+        if self.policy.backend != "http" or self.helper.backend != "http":
+            return self
+        for key, url in [
+            ("base_url", self.helper.base_url),
+            *(("replica_urls", u) for u in self.helper.replica_urls),
+        ]:
+            if any(_same_server(url, p) for p in self.policy.urls):
+                raise ValueError(
+                    f"helper.{key} is the policy server ({url}): each publish would load "
+                    "the trained policy into the helper; serve the helper from a server of its own"
+                )
         return self
 
 
-def _same_server(a: str | None, b: str | None) -> bool:
-    def norm(url: str | None) -> str:
-        return (url or "").rstrip("/").removesuffix("/v1").rstrip("/").lower()
+def _root(url: str | None) -> str:
+    return (url or "").rstrip("/").removesuffix("/v1").rstrip("/").lower()
 
-    return norm(a) == norm(b)
+
+def _same_server(a: str | None, b: str | None) -> bool:
+    return _root(a) == _root(b)
 
 
 class RoundConfig(ConfigSection):

@@ -187,6 +187,13 @@ class Metrics:
             ["role", "backend"],
             registry=r,
         )
+        # One series per configured replica (the label values come from the configuration, so bounded).
+        self.replica_up = Gauge(
+            "arena_model_replica_up",
+            "1 when the model replica answers its probe and is in its pool (not ejected).",
+            ["role", "replica"],
+            registry=r,
+        )
         # --- synthesis, curriculum, diagnosis, sandbox
         self.synthesis_gate = Counter(
             "arena_synthesis_gate_total",

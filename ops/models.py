@@ -2,7 +2,10 @@
 
 Models are built on first use (loading weights takes seconds to minutes), so control-flow paths
 and phases that need no model never pay for them. Readiness probes are cheap: an HTTP backend is
-up when `GET {base_url}/models` answers 200; a local backend when its weights are on disk.
+up when `GET {base_url}/models` answers 200 on at least one of its replicas (and that replica is
+not ejected from the clients' pool); a local backend when its weights are on disk. Each probe also
+gives the clients' ejected replicas whose cool-down is over their return check, so replicas come
+back between requests rather than in the path of one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import structlog
 
 from arena.protocols import ChatModel, ModelError
 from ops.logging import route_library_logs
+from simulate.replicas import find_shared_pool, server_root
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
@@ -85,14 +89,37 @@ class ModelHub:
         return model
 
     async def probe(self, role: Role) -> bool:
-        """Whether the backend of `role` is reachable (updates `arena_model_backend_up`)."""
+        """Whether the backend of `role` is reachable (updates `arena_model_backend_up`, and
+        `arena_model_replica_up` per replica)."""
         section = self.section(role)
         if section.backend == "http":
-            up = await _probe_http(section)
+            up = await self._probe_replicas(role, section)
         else:
             up = _probe_local(section, self.config.data.dir)
         if self.metrics is not None:
             self.metrics.backend_up.labels(role=role, backend=section.backend).set(1 if up else 0)
+        return up
+
+    async def _probe_replicas(self, role: Role, section: ModelConfig) -> bool:
+        """Probe every replica concurrently; up when one answers and is in the clients' pool."""
+        urls = section.urls
+        pool = find_shared_pool(urls) if urls else None
+        if pool is not None:
+            await pool.check_due()  # return the ejected replicas that are back (with the live weights)
+        answers = dict.fromkeys(urls, False)
+
+        async def one(url: str) -> None:
+            answers[url] = await _probe_http(section, url)
+
+        async with anyio.create_task_group() as tg:
+            for url in urls:
+                tg.start_soon(one, url)
+        up = False
+        for url, answered in answers.items():
+            serving = answered and (pool is None or pool.replica(url).serving)
+            up = up or serving
+            if self.metrics is not None:
+                self.metrics.replica_up.labels(role=role, replica=server_root(url)).set(1 if serving else 0)
         return up
 
     async def probe_all(self) -> bool:
@@ -101,15 +128,13 @@ class ModelHub:
         return all(results)
 
 
-async def _probe_http(section: ModelConfig) -> bool:
-    if not section.base_url:
-        return False
+async def _probe_http(section: ModelConfig, base_url: str) -> bool:
     headers = {}
     if section.api_key is not None:
         headers["Authorization"] = f"Bearer {section.api_key.get_secret_value()}"
     try:
         async with httpx.AsyncClient(timeout=section.connect_timeout_s) as client:
-            resp = await client.get(section.base_url.rstrip("/") + "/models", headers=headers)
+            resp = await client.get(server_root(base_url) + "/v1/models", headers=headers)
     except httpx.HTTPError:
         return False
     return resp.status_code == 200

@@ -75,18 +75,24 @@ def http_policy_factory(
     state: dict[str, ChatModel] = {}
 
     def factory(trainer: Any) -> ChatModel:
+        from simulate.replicas import shared_pool
         from simulate.token_chat import TokenChatModel
 
         assert config.rollout_base_url is not None
         if "chat" not in state:
+            urls = [config.rollout_base_url, *config.rollout_replica_urls]
+            # The publisher's pool when the daemon made one: rollouts then never reach a replica
+            # that failed to load the newest weights, and a returning one is given them first.
+            pool = shared_pool(urls, role="policy", api_key=config.rollout_api_key)
             state["chat"] = TokenChatModel(
-                config.rollout_base_url,
+                urls,
                 config.rollout_model,
                 trainer.processing_class,
                 enable_thinking=config.rollout_thinking,
                 api_key=config.rollout_api_key,
                 role="policy",
                 concurrency=config.rollout_concurrency,
+                pool=pool,
             )
         # A LoRA round's policy is served under its newest adapter's name (`publish_adapter`).
         state["chat"].request_model = served_model() if served_model is not None else None  # type: ignore[attr-defined]

@@ -236,6 +236,7 @@ def _rollout_server(ctx: PhaseContext) -> dict[str, Any]:
     return {
         "rollout_backend": "http",
         "rollout_base_url": section.base_url,
+        "rollout_replica_urls": section.replica_urls,
         "rollout_model": section.model,
         "rollout_api_key": section.api_key_value(),
     }
