@@ -10,6 +10,12 @@ with a checkpoint folder (safetensors + tokenizer, see `trainer.checkpoints`):
   endpoint calling the workers' `reload_weights`), then resets the prefix cache so no stale KV
   entries from the old weights are reused. Requests are retried a few times on connection errors
   and 5xx; any other failure raises `PublishError` with the server's message.
+
+Several policy servers (vLLM replicas, `simulate.replicas.ReplicaPool`) each get every update,
+concurrently; `publish` returns once every replica that can has loaded it. A replica that cannot
+is ejected from the pool, so no rollout samples its stale weights, and the update becomes the
+pool's restore hook (`trainer.publish_calls.LiveWeights`): a replica comes back only after loading
+it. The publish fails only when no replica took the update.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -26,15 +33,16 @@ import httpx
 import structlog
 from pydantic import BaseModel
 
+from simulate.replicas import Replica, ReplicaPool
 from trainer.checkpoints import ADAPTER_DIR
+from trainer.publish_calls import ADAPTER_PREFIX, LiveWeights, ServerCallError, ServerCalls
 
 log = structlog.get_logger(__name__)
 
 # In each shared copy: the signature of the checkpoint it was copied from (a hidden file, which
 # vLLM's loader does not read).
 COPY_MARK = ".published-from.json"
-# The served names (and shared folders) of the policy's LoRA adapters: `policy-lora-rRRRR-sSSSSSS`.
-ADAPTER_PREFIX = "policy-lora-"
+__all__ = ["ADAPTER_PREFIX", "COPY_MARK", "HttpWeightPublisher", "LocalWeightPublisher", "PublishError"]
 
 
 class WeightSync(BaseModel):
@@ -87,14 +95,16 @@ class LocalWeightPublisher:
 
 
 class HttpWeightPublisher:
-    """Shares a checkpoint through a folder and tells a vLLM server to reload from it.
+    """Shares a checkpoint through a folder and tells every policy server (vLLM replica) to reload from it.
 
-    After each successful reload the folder keeps only the newest `keep` publications.
+    `base_url` is one server or a list of replicas; `pool` is the replica pool the policy clients
+    share (`simulate.replicas.shared_pool`), else the publisher makes its own. After each
+    successful reload the folder keeps only the newest `keep` publications.
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         shared_dir: Path,
         *,
         reload_path: str = "/collective_rpc",
@@ -105,46 +115,57 @@ class HttpWeightPublisher:
         backoff_s: float = 1.0,
         keep: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
+        pool: ReplicaPool | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("base_url: at least one policy server is needed")
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"base_url must start with http:// or https://, got {url!r}")
         if keep < 1:
             raise ValueError(f"keep must be at least 1 (the live weights), got {keep}")
-        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self.pool = pool or ReplicaPool(urls, role="policy", api_key=api_key, transport=transport)
+        self.base_url = self.pool.replicas[0].url  # the first (the only) server's root
         self.shared_dir = Path(shared_dir)
-        self.reload_path = reload_path
-        self.reset_cache_path = reset_cache_path
-        self.retries = retries
-        self.backoff_s = backoff_s
         self.keep = keep
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client_args: dict[str, Any] = {"timeout": timeout_s, "headers": headers, "transport": transport}
-        # The LoRA adapter the server serves the policy under (None: the full weights, base name).
+        self.calls = ServerCalls(
+            reload_path=reload_path,
+            reset_cache_path=reset_cache_path,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            retries=retries,
+            backoff_s=backoff_s,
+            transport=transport,
+        )
+        # The LoRA adapter the servers serve the policy under (None: the full weights, base name).
         self.served_model: str | None = None
+
+    @property
+    def base_urls(self) -> list[str]:
+        """Every policy server's root."""
+        return [r.url for r in self.pool.replicas]
 
     def shared_path(self, round_id: int, step: int) -> Path:
         """Where the server reads the weights of one publication."""
         return self.shared_dir / f"round-{round_id:04d}-step-{step:06d}"
 
     async def publish(self, checkpoint: Path, *, round_id: int, step: int) -> WeightSync:
-        """Copy the checkpoint to the shared folder, then ask the server to reload from it."""
+        """Copy the checkpoint to the shared folder, then ask every server to reload from it."""
         started = time.perf_counter()
         checkpoint = Path(checkpoint)
         if not _has_weights(checkpoint):
             raise PublishError(f"{checkpoint} holds no safetensors weights")
         target = self.shared_path(round_id, step)
         copied = await anyio.to_thread.run_sync(_copy_folder, checkpoint, target)
-        body = {"method": "reload_weights", "args": [], "kwargs": {"weights_path": str(target)}}
-        async with httpx.AsyncClient(**self._client_args) as client:
-            # Adapters of the weights being replaced go first: this publisher's, and any an earlier
-            # round (another publisher, a crashed daemon) left loaded, which would pile up for weeks.
-            for name in await self._loaded_adapters(client):
-                await self._unload(client, name)
-            self.served_model = None
-            await self._post(client, self.reload_path, body)
-            if self.reset_cache_path:
-                await self._post(client, self.reset_cache_path, None)
-        # Only now, with the server on the new weights, may older copies go: one copy per update
+        served = self.served_model
+
+        async def reload(client: httpx.AsyncClient, root: str) -> None:
+            await self.calls.reload(client, root, target, served)
+
+        took = await self._everywhere(reload, LiveWeights(self.calls, full=target), f"weights {target.name}")
+        self.served_model = None
+        # Only now, with the servers on the new weights, may older copies go: one copy per update
         # (every GRPO step with an HTTP rollout server) would otherwise fill the disk within days.
         removed = await anyio.to_thread.run_sync(self._prune, target)
         sync = WeightSync(kind="full", bytes=_folder_bytes(target), seconds=time.perf_counter() - started)
@@ -153,6 +174,7 @@ class HttpWeightPublisher:
             kind="http",
             path=str(target),
             server=self.base_url,
+            replicas=took,
             round=round_id,
             step=step,
             copied=copied,
@@ -179,16 +201,72 @@ class HttpWeightPublisher:
         target = self.shared_dir / name
         await anyio.to_thread.run_sync(_copy_folder, adapter, target)
         previous = self.served_model
-        async with httpx.AsyncClient(**self._client_args) as client:
-            await self._post(client, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(target)})
-            self.served_model = name
-            if previous is not None and previous != name:
-                await self._unload(client, previous)
+
+        async def load(client: httpx.AsyncClient, root: str) -> None:
+            await self.calls.load_adapter(client, root, name, target, previous)
+
+        base = self.pool.restore.full if isinstance(self.pool.restore, LiveWeights) else None
+        live = LiveWeights(self.calls, full=base, adapter=(name, target))
+        took = await self._everywhere(load, live, f"adapter {name}")
+        self.served_model = name
         removed = await anyio.to_thread.run_sync(self._prune, target, f"{ADAPTER_PREFIX}*")
         seconds = time.perf_counter() - started
         sync = WeightSync(kind="lora", bytes=_folder_bytes(target), seconds=seconds, served_model=name)
-        log.info("weights.published", round=round_id, step=step, removed=len(removed), **sync.model_dump())
+        log.info(
+            "weights.published",
+            round=round_id,
+            step=step,
+            replicas=took,
+            removed=len(removed),
+            **sync.model_dump(),
+        )
         return sync
+
+    async def _everywhere(
+        self, update: Callable[[httpx.AsyncClient, str], Awaitable[None]], live: LiveWeights, what: str
+    ) -> list[str]:
+        """`update` on every serving replica, concurrently; returns the roots that took it.
+
+        An ejected replica that answers its probe gets all of `live` instead (it may have restarted
+        with other weights) and returns; one that does not answer is left for its return, when it
+        gets `live` through the pool's restore hook. Serving replicas that fail are ejected; if no
+        replica took the update, nothing changes and `PublishError` says why for each.
+        """
+        errors: dict[Replica, str] = {}
+        took: list[Replica] = []
+
+        async def one(client: httpx.AsyncClient, replica: Replica) -> None:
+            try:
+                if replica.serving:
+                    await update(client, replica.url)
+                elif (problem := await self.pool.probe(replica)) is not None:
+                    errors[replica] = f"ejected ({replica.reason[:200]}) and not answering: {problem}"
+                    return
+                else:
+                    await live.apply(client, replica.url)
+            except ServerCallError as exc:
+                errors[replica] = str(exc)
+                return
+            took.append(replica)
+
+        # Returns wait for the lock: none comes back with the weights being replaced here.
+        async with self.pool.publishing(), self.calls.client() as client:
+            async with anyio.create_task_group() as tg:
+                for replica in self.pool.replicas:
+                    tg.start_soon(one, client, replica)
+            if not took:
+                if len(self.pool.replicas) == 1:
+                    raise PublishError(next(iter(errors.values())))
+                detail = "; ".join(f"{r.url}: {e}" for r, e in errors.items())
+                raise PublishError(f"no policy replica took the {what}: {detail}")
+            self.pool.set_restore(live)
+            for replica, error in errors.items():
+                if replica.serving:
+                    self.pool.eject(replica, f"could not load the {what}: {error}")
+                    log.warning("weights.replica_dropped", replica=replica.url, what=what, error=error[:300])
+            for replica in took:
+                self.pool.readmit(replica)
+        return [r.url for r in took]
 
     def _prune(self, live: Path, pattern: str = "round-*-step-*") -> list[Path]:
         """Delete all but the newest `keep` publications (never `live`); returns the deleted folders."""
@@ -198,43 +276,6 @@ class HttpWeightPublisher:
         for folder in doomed:
             shutil.rmtree(folder, ignore_errors=True)
         return doomed
-
-    async def _loaded_adapters(self, client: httpx.AsyncClient) -> list[str]:
-        """The policy adapters the server lists (`GET /v1/models`); none when it cannot list them."""
-        try:
-            response = await client.get(self.base_url + "/v1/models")
-            listed = response.json().get("data", []) if response.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
-            listed = []
-        names = {str(m.get("id")) for m in listed if isinstance(m, dict)}
-        if self.served_model is not None:
-            names.add(self.served_model)
-        return sorted(n for n in names if n.startswith(ADAPTER_PREFIX))
-
-    async def _unload(self, client: httpx.AsyncClient, name: str) -> None:
-        """Unload adapter `name`; one the server no longer has (it restarted, or serves one adapter
-        at a time as `arena serve-model` does) is as good as unloaded."""
-        await self._post(client, "/v1/unload_lora_adapter", {"lora_name": name}, gone_ok=True)
-
-    async def _post(
-        self, client: httpx.AsyncClient, path: str, body: dict[str, Any] | None, *, gone_ok: bool = False
-    ) -> None:
-        url = self.base_url + path
-        last = ""
-        for attempt in range(self.retries + 1):
-            try:
-                response = await client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code < 300 or (gone_ok and response.status_code == 404):
-                    return
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code < 500:
-                    break  # the server refused the request itself: retrying will not help
-            if attempt < self.retries:
-                await anyio.sleep(self.backoff_s * (2**attempt))
-        raise PublishError(f"POST {url} failed: {last}")
 
 
 def _folder_bytes(folder: Path) -> int:

@@ -262,13 +262,28 @@ async def serve_live_policy(ctx: PhaseContext) -> Path | None:
 
 
 def http_publisher(ctx: PhaseContext) -> Any:
-    """The `HttpWeightPublisher` for the http policy server (`models.policy`, `trainer.publish_dir`)."""
+    """The `HttpWeightPublisher` for the http policy server (`models.policy`, `trainer.publish_dir`).
+
+    It publishes to every replica of `models.policy` through the process's shared replica pool, the
+    one the policy clients use: a replica that fails to load new weights leaves their rotation, and
+    one that returns gets the live weights before it serves again.
+    """
+    from simulate.replicas import shared_pool
     from trainer.publish import HttpWeightPublisher
 
     section, shared = ctx.config.models.policy, ctx.config.trainer.publish_dir
     if shared is None:
         raise ValueError("trainer.publish_dir is needed to publish weights to an HTTP policy server")
-    return HttpWeightPublisher(section.base_url or "", shared, api_key=section.api_key_value())
+    if not section.urls:  # a local policy: the publisher refuses the missing URL with its own message
+        return HttpWeightPublisher("", shared)
+    pool = shared_pool(
+        section.urls,
+        role="policy",
+        cooldown_s=section.breaker_cooldown_s,
+        probe_timeout_s=section.connect_timeout_s,
+        api_key=section.api_key_value(),
+    )
+    return HttpWeightPublisher(section.urls, shared, api_key=section.api_key_value(), pool=pool)
 
 
 async def base_policy_dir(ctx: PhaseContext) -> Path:
