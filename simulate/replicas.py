@@ -191,6 +191,10 @@ class ReplicaPool:
     def set_restore(self, restore: Restore) -> None:
         """What a returning replica must load first: the weights every serving replica has now."""
         self.restore = restore
+        key = _key(self.urls)
+        if _shared.get(key) is self:
+            # What was published must outlive the clients of the moment (a rebuilt client joins it).
+            _pinned[key] = self
 
     async def check_due(self) -> None:
         """Probe the ejected replicas whose cool-down is over (and restore those that answer)."""
@@ -263,6 +267,7 @@ class ReplicaPool:
 
 
 _shared: weakref.WeakValueDictionary[tuple[str, ...], ReplicaPool] = weakref.WeakValueDictionary()
+_pinned: dict[tuple[str, ...], ReplicaPool] = {}  # shared pools with published weights: kept for good
 
 
 def _key(urls: Sequence[str]) -> tuple[str, ...]:
@@ -273,7 +278,7 @@ def shared_pool(urls: Sequence[str], **settings: object) -> ReplicaPool:
     """The process's pool for these servers, made with `settings` (`ReplicaPool`'s) if there is none.
 
     The first client to ask sets the pool's settings; later ones share its state. A pool lives as
-    long as some client, publisher or caller holds it.
+    long as some client, publisher or caller holds it, or for good once weights were published to it.
     """
     key = _key(urls)
     pool = _shared.get(key)
