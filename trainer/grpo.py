@@ -12,6 +12,9 @@ Resume: when `out_dir` already holds a checkpoint of this round, training contin
 weights at the step after it (the optimizer state restarts), so a crash loses at most
 `save_every - 1` steps. With a KL term (`beta` > 0) the reference stays the policy the round
 started from, resumed or not.
+
+With `config.processes > 1` the steps run in worker processes instead (`trainer.sharded`: FSDP
+over GPUs under `accelerate launch`), with the same rollout bridge, checkpoints and result.
 """
 
 from __future__ import annotations
@@ -54,8 +57,11 @@ from trainer.weight_sync import publish_start, sync_step
 log = structlog.get_logger(__name__)
 
 
-def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int) -> Any:
-    """TRL's `GRPOConfig` for one run of `max_steps` optimizer steps."""
+def grpo_args(
+    config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int, ddp_timeout: int = 1800
+) -> Any:
+    """TRL's `GRPOConfig` for one run of `max_steps` optimizer steps (`ddp_timeout`: the process
+    group's collective timeout, for several processes)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     from trl import GRPOConfig
@@ -100,6 +106,7 @@ def grpo_args(config: TrainerConfig, out_dir: Path, *, max_steps: int, seed: int
         remove_unused_columns=False,
         dataloader_num_workers=0,
         shuffle_dataset=True,
+        ddp_timeout=ddp_timeout,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from trainer.config import TrainerConfig
 from trainer.metrics import CheckpointInfo, RolloutStats, StepMetrics
@@ -60,12 +60,18 @@ class RolloutRequest(BaseModel):
 class RolloutReply(BaseModel):
     """TRL's rollout dictionary for the rank's keys, and the whole batch's statistics."""
 
+    # NaN stays NaN on the wire (pydantic writes null by default): a sampler log-prob that is
+    # unknown is NaN, which TRL's correction weighs 1 (`trainer.rollout.sampler_logprobs`).
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     output: dict[str, list[Any]]
     stats: RolloutStats
 
 
 class StepReport(BaseModel):
     """Rank 0 after an optimizer step."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # a diverged step's NaN loss arrives as NaN
 
     metrics: StepMetrics
     checkpoint: CheckpointInfo | None = None

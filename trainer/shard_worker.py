@@ -43,6 +43,7 @@ log = structlog.get_logger(__name__)
 
 # Rollouts of a whole batch can take many minutes (long episodes, a busy policy server).
 _ROLLOUT_TIMEOUT_S = 6 * 3600.0
+_PAUSE_TIMEOUT_S = 30 * 24 * 3600  # a paused daemon holds the workers between two steps
 
 
 class Coordinator:
@@ -61,7 +62,10 @@ class Coordinator:
         return RolloutReply.model_validate_json(response.content)
 
     def step(self, report: StepReport) -> StepReply:
-        response = self.http.post("/step", content=report.model_dump_json())
+        # No read timeout: the answer comes after the daemon's safe point, which waits out a pause.
+        response = self.http.post(
+            "/step", content=report.model_dump_json(), timeout=httpx.Timeout(None, connect=30.0)
+        )
         _raise_for(response, "step")
         return StepReply.model_validate_json(response.content)
 
@@ -213,7 +217,15 @@ def run(job: ShardJob, job_dir: Path) -> None:
         config.model_copy(update={"gradient_checkpointing": False}) if config.sharding == "fsdp" else config
     )
     # The arguments set up the process group (accelerate's state), so they come before the model.
-    args = grpo_args(trl_config, job.out_dir, max_steps=job.max_steps, seed=config.seed + job.offset)
+    # Ranks wait in collectives while the daemon pauses at a step's safe point (rank 0 waits for its
+    # answer) — for as long as the pause lasts, not torch's default 30 minutes.
+    args = grpo_args(
+        trl_config,
+        job.out_dir,
+        max_steps=job.max_steps,
+        seed=config.seed + job.offset,
+        ddp_timeout=_PAUSE_TIMEOUT_S,
+    )
     # Every weight takes part in every forward (masked-out micro-batches run a one-token forward):
     # DDP need not search the graph for unused ones after each backward.
     args.ddp_find_unused_parameters = False

@@ -79,8 +79,6 @@ class ShardCoordinator:
         self.token = token
         self.world = run.config.processes
         self.generations: dict[int, _Generation] = {}
-        self.ranks_seen: set[int] = set()
-        self.closed = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -92,7 +90,6 @@ class ShardCoordinator:
 
     def close(self) -> None:
         """Release every rank still waiting for a batch (its workers are gone)."""
-        self.closed = True
         for generation in self.generations.values():
             if not generation.done.is_set():
                 generation.error = "the round ended before every rank asked for its rollouts"
@@ -105,7 +102,6 @@ class ShardCoordinator:
         if not self._authorized(request):
             return JSONResponse({"error": "unknown worker"}, status_code=403)
         ask = RolloutRequest.model_validate_json(await request.body())
-        self.ranks_seen.add(ask.rank)
         generation = self.generations.setdefault(ask.call, _Generation())
         generation.keys[ask.rank] = ask.keys
         if len(generation.keys) == self.world:
@@ -130,7 +126,9 @@ class ShardCoordinator:
         ranks = sorted(generation.keys)
         keys = [key for rank in ranks for key in generation.keys[rank]]
         started = time.perf_counter()
-        batch = await bridge.sample(keys, self.run.offset + step, self.policy)
+        batch = await bridge.sample(
+            keys, step, self.policy
+        )  # the step seeds dynamic sampling, as in one process
         output = bridge.build_output(batch, pad_id=self.pad_id, seconds=time.perf_counter() - started)
         stats = bridge.history[-1]
         start = 0

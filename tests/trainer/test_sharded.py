@@ -110,6 +110,17 @@ def test_config_check_accepts_a_full_8b_fine_tune_sharded_over_8_gpus(
     assert "LoRA trains on one GPU" in capsys.readouterr().err
 
 
+def test_unknown_sampler_logprobs_cross_to_the_workers_as_nan() -> None:
+    import math
+
+    from trainer.metrics import RolloutStats
+    from trainer.shard_protocol import RolloutReply
+
+    reply = RolloutReply(output={"logprobs": [[-0.5, math.nan]]}, stats=RolloutStats())
+    back = RolloutReply.model_validate_json(reply.model_dump_json())
+    assert back.output["logprobs"][0][0] == -0.5 and math.isnan(back.output["logprobs"][0][1])
+
+
 class _Stop(Exception):
     """The daemon's stop, as its safe point raises it."""
 
