@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from ops.config_cluster import ClusterConfig
 from ops.config_sections import (
     AdminConfig,
     ConfigSection,
@@ -45,6 +46,7 @@ FIXED_ENV: dict[str, str] = {
     "ARENA_ENV_PATH": "data.env_path",
     "ARENA_ADMIN_TOKEN": "admin.token",
     "ARENA_SANDBOX": "sandbox.mode",
+    "ARENA_RAY_ADDRESS": "cluster.address",
 }
 # ARENA_* variables that are not configuration keys (the file itself, test harness knobs).
 NON_CONFIG_ENV = {"ARENA_CONFIG"}
@@ -79,6 +81,7 @@ class ArenaConfig(ConfigSection):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     @field_validator("trainer")
     @classmethod
@@ -99,6 +102,20 @@ class ArenaConfig(ConfigSection):
                     "rollouts = 'policy_server' needs publish_dir (where the server reads updates)"
                 )
         return trainer
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster_mode_needs_postgresql(cls, cluster: ClusterConfig, info: ValidationInfo) -> ClusterConfig:
+        store = info.data.get("store")
+        if cluster.backend == "ray" and store is not None and not (store.url or "").startswith("postgresql"):
+            # Workers on other machines commit nothing themselves, but the daemon that does must
+            # survive its host: a SQLite file on one node is neither shared nor safe to fail over.
+            where = store.url or "the SQLite file in data.dir (no store.url)"
+            raise ValueError(
+                f"backend = 'ray' needs a PostgreSQL store (store.url / ARENA_DATABASE_URL = "
+                f"postgresql://...); the store is {where}"
+            )
+        return cluster
 
     @property
     def envs_dir(self) -> Path:

@@ -84,6 +84,8 @@ class Daemon:
         self.rounds_completed = 0
         self.models_up = False
         self.sandbox: dict[str, Any] = {"available": None, "detail": "not probed yet"}
+        # Cluster mode's episode workers (`cluster.backend = "ray"`), joined in `_prepare`.
+        self.cluster: Any = None
         self._wake: anyio.Event | None = None
         # Created in run(): anyio scopes need a running event loop.
         self._work_scope: anyio.CancelScope | None = None
@@ -167,6 +169,9 @@ class Daemon:
             await self._serve()
         finally:
             remove_observer()
+            if self.cluster is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.cluster.close()
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await self.store.aclose()
         log.info("daemon.exit", rounds_completed=self.rounds_completed)
@@ -214,6 +219,10 @@ class Daemon:
         self.paused = state.paused
         self.paused_since = repo.as_utc_iso(state.paused_since)
         self.metrics.paused.set(1 if self.paused else 0)
+        if self.config.cluster.backend == "ray":
+            from ops.cluster.pool import WorkerPool
+
+            self.cluster = await WorkerPool(self.config, self.metrics).connect()
         if self.paused:
             log.warning("daemon.start_paused", since=self.paused_since, reason=state.pause_reason)
         self.ready = True
@@ -334,6 +343,7 @@ class Daemon:
                 _safe_point=self.safe_point,
                 _progress=self.report_progress,
                 sandbox_available=self.sandbox["available"],
+                cluster=self.cluster,
             )
             started = time.monotonic()
             with structlog.contextvars.bound_contextvars(phase=phase.name):

@@ -227,6 +227,18 @@ class Metrics:
         self.admin_actions = Counter(
             "arena_admin_actions_total", "Admin API actions accepted.", ["action"], registry=r
         )
+        # --- cluster mode (episodes on Ray workers; their model calls are recorded here too)
+        self.cluster_workers = Gauge(
+            "arena_cluster_workers",
+            "Episode workers on the Ray cluster, by state (ready, starting).",
+            ["state"],
+            registry=r,
+        )
+        self.cluster_rescheduled = Counter(
+            "arena_cluster_rescheduled_episodes_total",
+            "Episodes sent to another worker because theirs was lost mid-episode.",
+            registry=r,
+        )
         # --- rollouts vs trainer (token chains, sampler mismatch)
         self.rollout_chain_breaks = Counter(
             "arena_rollout_chain_breaks_total",

@@ -70,6 +70,10 @@ class ModelHub:
         """Install a ready model (tests, or the trainer after publishing new weights)."""
         self._models[role] = model
 
+    def forget(self, role: Role) -> None:
+        """Drop the built model of `role`; the next `get` builds it again (e.g. with new weights)."""
+        self._models.pop(role, None)
+
     async def _build(self, role: Role) -> ChatModel:
         if importlib.util.find_spec("simulate.backends") is None:
             raise ModelUnavailable("simulate.backends is not available: no model backend")

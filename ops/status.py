@@ -70,6 +70,8 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
         "last_publish": {"policy": publish.get("policy"), "reason": (publish.get("gate") or {}).get("reason")}
         if publish
         else None,
+        # Where episodes run: in the daemon (local) or on a Ray cluster's nodes and workers.
+        "cluster": daemon.cluster.status() if daemon.cluster is not None else {"backend": "local"},
         "curriculum": {
             "environments": len(difficulties),
             "mean_difficulty": round(sum(difficulties.values()) / len(difficulties), 4)

@@ -70,6 +70,8 @@ class EpisodeRow(SQLModel, table=True):
     finish: str = Field(default="stop", max_length=20)
     transcript: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
     verdict: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+    # Where it ran: "local" (the daemon's process) or a Ray worker, "<node id>/<pid>" (cluster mode).
+    worker: str | None = Field(default=None, max_length=200)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
 
 

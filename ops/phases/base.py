@@ -48,6 +48,8 @@ class PhaseContext:
     # Whether the sandbox boundary could be created (the daemon's start-up probe; None: not probed).
     # Where it cannot, environments whose tools must run in it are left out of every phase.
     sandbox_available: bool | None = None
+    # Cluster mode's episode workers (`ops.cluster.pool.WorkerPool`); None: episodes run in-process.
+    cluster: Any = None
 
     async def safe_point(self) -> None:
         """Wait here while paused; raise `StopRequested` when the daemon is stopping."""

@@ -37,6 +37,8 @@ class EpisodeResult(BaseModel):
     finish: str = "stop"
     transcript: dict[str, Any] = Field(default_factory=dict)
     verdict: dict[str, Any] = Field(default_factory=dict)
+    # Where the episode ran: "local", or "<node id>/<pid>" of the Ray worker (cluster mode).
+    worker: str = "local"
 
 
 Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
@@ -115,6 +117,7 @@ async def run_work_items(
                 finish=result.finish,
                 transcript=result.transcript,
                 verdict=result.verdict,
+                worker=result.worker,
             ),
         )
 

@@ -49,6 +49,8 @@ async def episode_runner(
         tasks, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
     )
     by_key = {p.key: p for p in prepared}
+    if ctx.cluster is not None:
+        return _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], tconf), set(by_key), skipped
     helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
     # The helper plays a simulated environment's tools, user and judge.
     cheap = any(envs[t.env].kind == "simulated" for t in tasks)
@@ -74,3 +76,26 @@ async def episode_runner(
         )
 
     return run, set(by_key), skipped
+
+
+def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> Runner:
+    """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
+    from ops.cluster.worker import EpisodeJob
+
+    weights = ctx.models.policy_weights
+    job = EpisodeJob(
+        round=ctx.round,
+        phase=ctx.phase,
+        tconf=tconf,
+        policy_weights=str(weights) if weights is not None else None,
+        needs_sandbox=any(envs[t.env].sandboxed for t in tasks),
+        sandbox_available=ctx.sandbox_available,
+    )
+    return ctx.cluster.runner(job, {t.full_id: t.model_dump(mode="json") for t in tasks})
+
+
+def episode_concurrency(ctx: PhaseContext) -> int:
+    """Episodes in flight: `round.episode_concurrency` here, every worker's share in cluster mode."""
+    if ctx.cluster is not None:
+        return int(ctx.cluster.capacity)
+    return ctx.config.round.episode_concurrency

@@ -26,7 +26,7 @@ from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
-from ops.phases.eval_runner import episode_runner, simulated_tasks
+from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.new_envs import built_env_names
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
@@ -110,7 +110,7 @@ class EvaluatePhase(BasePhase):
                 for i in range(rcfg.eval_samples_per_task)
             ]
             stats = await run_work_items(
-                ctx, items, runner, purpose="eval", concurrency=rcfg.episode_concurrency
+                ctx, items, runner, purpose="eval", concurrency=episode_concurrency(ctx)
             )
             yard_tasks, yard_levels = await yardstick.ensure_drawn(ctx, envs, candidates, pool)
             yard = None

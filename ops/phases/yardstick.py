@@ -27,7 +27,7 @@ from arena.store import YardstickRunRow, YardstickTaskRow, repo, repo_yardstick
 from arena.store.tables import utcnow
 from ops.phases.base import PhaseContext
 from ops.phases.episodes import EpisodeResult, WorkItem, run_items
-from ops.phases.eval_runner import episode_runner, simulated_tasks
+from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.runtime import trainer_config
 from ops.phases.tasks import graph_tasks, pick
 from ops.phases.yardstick_scores import LEVELS, summarize
@@ -172,7 +172,7 @@ async def measure(
             )
 
         await run_items(
-            ctx, items, runner, done=done, save=save, concurrency=ctx.config.round.episode_concurrency
+            ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx)
         )
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]

@@ -1,0 +1,289 @@
+"""The daemon's side of cluster mode: a pool of episode workers on a Ray cluster.
+
+The daemon stays the single owner of the round loop and of the store: it sends one episode at a
+time to the worker with the fewest in flight, awaits the reply, and commits it. Failure handling
+is ours, not Ray's: workers are created with `max_restarts=0`, so a lost node or killed process
+surfaces at once as `RayActorError` on every call it held; those episodes go back to the queue
+and run on another worker (nothing of theirs was committed), while a replacement worker is asked
+for. Ray's own actor restarts would instead hold the calls until the actor could be placed again,
+which on a cluster that lost a node may be never.
+
+Replacements are placed without blocking anyone: the pool keeps their readiness references and
+checks them whenever it picks a worker; one not ready after `worker_start_timeout_s` is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from ops.cluster.worker import EpisodeJob, EpisodeWorker, WorkerReply
+from ops.phases.episodes import EpisodeResult, Runner, WorkItem
+
+if TYPE_CHECKING:
+    from ops.config import ArenaConfig
+    from ops.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+class ClusterUnavailable(RuntimeError):
+    """No worker of the Ray cluster can take episodes (none alive, none could be placed)."""
+
+
+@dataclass
+class _Worker:
+    actor: Any
+    name: str
+    node: str
+    in_flight: int = 0
+    episodes: int = 0
+
+
+@dataclass
+class _Starting:
+    actor: Any
+    ready: Any  # the ObjectRef of its `ready()` call
+    since: float = field(default_factory=time.monotonic)
+
+
+class WorkerPool:
+    """Episode workers on one Ray cluster, with rescheduling of the episodes a lost worker held."""
+
+    def __init__(self, config: ArenaConfig, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.cluster = config.cluster
+        self.metrics = metrics
+        self.workers: dict[str, _Worker] = {}
+        self.starting: list[_Starting] = []
+        self.lost: list[str] = []
+        self.rescheduled = 0
+        self._remote: Any = None
+        self._owns_ray = False
+        self._changed = anyio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def connect(self) -> WorkerPool:
+        """Join the cluster, ask for `cluster.workers` workers and wait for the first one to answer."""
+        ray = _ray()
+        if not ray.is_initialized():
+            await anyio.to_thread.run_sync(self._init_ray, ray)
+            self._owns_ray = True
+        # Our own failover (see the module docstring), a slot per in-flight episode plus one for
+        # `ready`, and SPREAD so two workers share a node only when there are fewer nodes.
+        self._remote = ray.remote(EpisodeWorker).options(
+            num_cpus=self.cluster.worker_cpus,
+            max_restarts=0,
+            max_concurrency=self.cluster.worker_concurrency + 1,
+            scheduling_strategy="SPREAD",
+        )
+        for _ in range(self.cluster.workers):
+            self._ask_for_worker()
+        with anyio.move_on_after(self.cluster.connect_timeout_s):
+            while not self.workers:
+                self._admit_started(timeout=self.cluster.connect_timeout_s)
+                if not self.workers:
+                    await anyio.sleep(0.2)
+        if not self.workers:
+            why = (
+                f"no episode worker started on the Ray cluster at {self.cluster.address} within "
+                f"{self.cluster.connect_timeout_s:g}s (each needs {self.cluster.worker_cpus:g} CPU; "
+                f"the cluster has {_cluster_cpus(ray)})"
+            )
+            await self.close()
+            raise ClusterUnavailable(why)
+        log.info("cluster.connected", address=self.cluster.address, workers=sorted(self.workers))
+        self._publish_gauges()
+        return self
+
+    def _init_ray(self, ray: Any) -> None:
+        ray.init(
+            address=self.cluster.address,
+            namespace=self.cluster.namespace,
+            # Workers log to Ray's per-node files; their lines in the daemon's stdout would break
+            # the daemon's one-JSON-object-per-line log stream.
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+
+    async def close(self) -> None:
+        """Stop every worker (their sandbox pools first) and leave the cluster if we joined it."""
+        ray = _ray()
+        handles = [w.actor for w in self.workers.values()] + [s.actor for s in self.starting]
+        with anyio.move_on_after(10):
+            for w in self.workers.values():
+                with contextlib.suppress(Exception):  # a dead worker has nothing to close
+                    await w.actor.shutdown.remote()
+        for actor in handles:
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(actor)
+        self.workers.clear()
+        self.starting.clear()
+        if self._owns_ray:
+            await anyio.to_thread.run_sync(ray.shutdown)
+            self._owns_ray = False
+
+    # --- running episodes -----------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """Episodes the pool can have in flight (every planned worker at its concurrency)."""
+        return self.cluster.workers * self.cluster.worker_concurrency
+
+    def runner(self, job: EpisodeJob, tasks: dict[str, dict[str, Any]]) -> Runner:
+        """A phase's `Runner`: every item of `tasks` (task id -> stored task JSON) on the cluster."""
+        job_ref = _ray().put(job)
+
+        async def run(item: WorkItem) -> EpisodeResult:
+            return await self.run(job_ref, item, tasks[item.task_id])
+
+        return run
+
+    async def run(self, job_ref: Any, item: WorkItem, task: dict[str, Any]) -> EpisodeResult:
+        """Run one episode on some worker; a worker lost mid-episode only sends it to another."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        while True:
+            worker = await self._pick()
+            worker.in_flight += 1
+            try:
+                reply: WorkerReply = await worker.actor.run.remote(job_ref, item, task)
+            except RayActorError as exc:
+                self._lose(worker, exc)
+                self.rescheduled += 1
+                if self.metrics is not None:
+                    self.metrics.cluster_rescheduled.inc()
+                log.warning("cluster.episode_rescheduled", task=item.task_id, sample=item.sample_idx)
+                continue
+            except RayTaskError as exc:
+                # The episode itself failed (a model down, a bug): as in local mode, the phase fails.
+                raise exc.as_instanceof_cause() from None
+            finally:
+                worker.in_flight -= 1
+                self._notify()
+            worker.episodes += 1
+            self._record(reply)
+            return reply.result
+
+    async def _pick(self) -> _Worker:
+        while True:
+            self._admit_started()
+            free = [w for w in self.workers.values() if w.in_flight < self.cluster.worker_concurrency]
+            if free:
+                return min(free, key=lambda w: (w.in_flight, w.episodes))
+            if not self.workers and not self.starting:
+                raise ClusterUnavailable(
+                    f"every episode worker on {self.cluster.address} is lost ({', '.join(self.lost)}) "
+                    "and no replacement could be placed"
+                )
+            with anyio.move_on_after(0.5):
+                await self._changed.wait()
+
+    def _lose(self, worker: _Worker, exc: BaseException) -> None:
+        if self.workers.pop(worker.name, None) is None:
+            return  # another of its calls already reported it
+        self.lost.append(worker.name)
+        log.error("cluster.worker_lost", worker=worker.name, error=str(exc).splitlines()[0][:300])
+        self._ask_for_worker()
+        self._publish_gauges()
+
+    def _ask_for_worker(self) -> None:
+        actor = self._remote.remote(self.config)
+        self.starting.append(_Starting(actor=actor, ready=actor.ready.remote()))
+
+    def _admit_started(self, timeout: float | None = None) -> None:
+        """Move workers whose `ready()` answered into the pool; drop the ones that took too long."""
+        if not self.starting:
+            return
+        ray = _ray()
+        limit = self.cluster.worker_start_timeout_s if timeout is None else timeout
+        done, _ = ray.wait([s.ready for s in self.starting], num_returns=len(self.starting), timeout=0)
+        keep: list[_Starting] = []
+        for s in self.starting:
+            if s.ready in done:
+                try:
+                    info = ray.get(s.ready)
+                except Exception as exc:  # it died while starting (its node went): ask again later
+                    log.warning("cluster.worker_start_failed", error=str(exc).splitlines()[0][:300])
+                    continue
+                self.workers[info["worker"]] = _Worker(actor=s.actor, name=info["worker"], node=info["node"])
+                log.info("cluster.worker_ready", worker=info["worker"])
+            elif time.monotonic() - s.since > limit:
+                log.warning("cluster.worker_not_placed", waited_s=round(limit, 1))
+                ray.kill(s.actor)
+            else:
+                keep.append(s)
+        if len(keep) != len(self.starting) or done:
+            self.starting = keep
+            self._publish_gauges()
+            self._notify()
+
+    def _record(self, reply: WorkerReply) -> None:
+        if self.metrics is None:
+            return
+        from simulate.calls import CallRecord
+
+        for raw in reply.calls:
+            self.metrics.observe_call(CallRecord.model_validate(raw))
+        for reason, count in reply.sandbox_kills.items():
+            self.metrics.sandbox_kills.labels(reason=reason).inc(count)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _publish_gauges(self) -> None:
+        if self.metrics is not None:
+            self.metrics.cluster_workers.labels(state="ready").set(len(self.workers))
+            self.metrics.cluster_workers.labels(state="starting").set(len(self.starting))
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Nodes, workers and rescheduled episodes, for `/status` and `arena status`."""
+        ray = _ray()
+        nodes = [
+            {
+                "node": n["NodeID"][:12],
+                "address": n.get("NodeManagerAddress"),
+                "alive": bool(n.get("Alive")),
+                "cpus": n.get("Resources", {}).get("CPU", 0),
+            }
+            for n in ray.nodes()
+        ]
+        return {
+            "backend": "ray",
+            "address": self.cluster.address,
+            "nodes": nodes,
+            "workers": [
+                {"worker": w.name, "in_flight": w.in_flight, "episodes": w.episodes}
+                for w in sorted(self.workers.values(), key=lambda w: w.name)
+            ],
+            "workers_starting": len(self.starting),
+            "workers_lost": list(self.lost),
+            "episodes_rescheduled": self.rescheduled,
+        }
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ClusterUnavailable(
+            "cluster.backend = 'ray' needs Ray: pip install '.[cluster]' (or set cluster.backend = 'local')"
+        ) from exc
+    return ray
+
+
+def _cluster_cpus(ray: Any) -> str:
+    try:
+        return f"{ray.cluster_resources().get('CPU', 0):g} CPU"
+    except Exception:
+        return "unknown resources"

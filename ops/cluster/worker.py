@@ -1,0 +1,198 @@
+"""The episode worker: a Ray actor that runs the daemon's episodes on a cluster node.
+
+Each worker holds what an episode needs near it: its own model clients (vLLM replicas over HTTP
+in production, the embedded model in a try-out), the environments as loaded from the shared
+configuration, and its own sandbox pool (sandbox workers are per node: they never cross machines).
+It runs an episode exactly as the daemon would, through `ops.phases.eval_runner.episode_runner`
+and so the trainer's `run_and_verify`; it never opens the store. The daemon commits what it
+returns, so a worker lost mid-episode loses only that episode, which the daemon runs again.
+
+Model-call records and sandbox kills made here go back with each result, and the daemon feeds
+them into its own metrics: Prometheus keeps one scrape target, the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from ops.phases.episodes import EpisodeResult, WorkItem
+
+log = structlog.get_logger(__name__)
+
+
+class EpisodeJob(BaseModel):
+    """What every episode of one phase's batch shares (sent to the cluster once per batch)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    round: int
+    phase: str
+    tconf: Any  # trainer.config.TrainerConfig: the prompts, tool view, caps and sampling of the episodes
+    policy_weights: str | None = None  # the published checkpoint a local policy backend runs
+    needs_sandbox: bool = False
+    sandbox_available: bool | None = None
+
+
+class WorkerReply(BaseModel):
+    """One episode's result plus the metrics the worker recorded while running it."""
+
+    result: EpisodeResult
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    sandbox_kills: dict[str, float] = Field(default_factory=dict)
+
+
+class StoreOwnedByDaemon:
+    """Stands in for the store on a worker: the daemon alone commits, so any use is a bug."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"a cluster worker never uses the store (store.{name}): the daemon commits")
+
+
+class EpisodeWorker:
+    """Runs episodes of the daemon's phases (wrapped with `ray.remote` by `ops.cluster.pool`)."""
+
+    def __init__(self, config: Any) -> None:
+        from ops.metrics import Metrics
+        from ops.models import ModelHub
+
+        self.config = config
+        self.metrics = Metrics()
+        self.models = ModelHub(config, self.metrics)
+        self.name = f"{_node_id()[:12]}/{os.getpid()}"
+        self.episodes = 0
+        self._calls: list[Any] = []
+        self._kills_seen: dict[str, float] = {}
+        self._envs: dict[str, Any] | None = None
+        self._pool: Any = None
+        self._pool_task: asyncio.Task[None] | None = None
+        self._pool_ready: asyncio.Event | None = None
+        self._observing = False
+
+    async def ready(self) -> dict[str, Any]:
+        """Who and where this worker is (the pool awaits it before sending episodes)."""
+        return {"worker": self.name, "node": _node_id(), "pid": os.getpid(), "episodes": self.episodes}
+
+    async def run(self, job: EpisodeJob, item: WorkItem, task: dict[str, Any]) -> WorkerReply:
+        """Run one episode of `task` (the stored task's JSON) and return what it produced."""
+        from arena.tasks.model import Task
+        from ops.phases.eval_runner import episode_runner
+        from simulate.calls import add_observer
+
+        if not self._observing:
+            add_observer(self._calls.append)
+            self._observing = True
+        self._use_weights(job.policy_weights)
+        ctx = self._context(job)
+        envs = self._environments(ctx)
+        if item.env not in envs:
+            raise LookupError(f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)")
+        async with self._sandbox(ctx, job.needs_sandbox) as pool:
+            runner, runnable, skipped = await episode_runner(
+                ctx, envs, [Task.model_validate(task)], job.tconf, pool
+            )
+            if item.task_id not in runnable:
+                raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
+            result = await runner(item)
+        self.episodes += 1
+        calls, self._calls[:] = [c.model_dump() for c in self._calls], []
+        return WorkerReply(
+            result=result.model_copy(update={"worker": self.name}),
+            calls=calls,
+            sandbox_kills=self._new_kills(),
+        )
+
+    async def shutdown(self) -> None:
+        """Close the sandbox pool (its worker processes) before the actor goes."""
+        if self._pool_task is not None:
+            self._pool_task.cancel()
+            await asyncio.gather(self._pool_task, return_exceptions=True)
+
+    def _use_weights(self, weights: str | None) -> None:
+        wanted = Path(weights) if weights else None
+        if wanted != self.models.policy_weights:
+            # A new round's policy: the local backend must load it (HTTP replicas got it published).
+            self.models.policy_weights = wanted
+            self.models.forget("policy")
+
+    def _context(self, job: EpisodeJob) -> Any:
+        from ops.phases.base import PhaseContext
+
+        async def no_safe_point() -> None:
+            return None  # pause and stop are the daemon's: it stops sending episodes
+
+        return PhaseContext(
+            round=job.round,
+            phase=job.phase,
+            config=self.config,
+            store=StoreOwnedByDaemon(),  # type: ignore[arg-type]
+            metrics=self.metrics,
+            models=self.models,
+            previous={},
+            _safe_point=no_safe_point,
+            _progress=lambda done, total, note="": None,
+            sandbox_available=job.sandbox_available,
+        )
+
+    def _environments(self, ctx: Any) -> dict[str, Any]:
+        from ops.phases.runtime import load_envs
+
+        # Loading is cached by content version below it; reload each job so environments SYNTHESIZE
+        # grew since the worker started are seen.
+        self._envs = load_envs(ctx)
+        return self._envs
+
+    @asynccontextmanager
+    async def _sandbox(self, ctx: Any, needed: bool) -> AsyncIterator[Any]:
+        if not needed:
+            yield None
+            return
+        if self._pool_task is None or self._pool_task.done():
+            # The pool lives in a task of its own: its task group must be entered and left by one task,
+            # and it serves every episode of this worker until the actor goes.
+            self._pool_ready = asyncio.Event()
+            self._pool_task = asyncio.get_running_loop().create_task(self._hold_pool(ctx))
+        assert self._pool_ready is not None
+        await self._pool_ready.wait()
+        if self._pool is None:
+            raise RuntimeError(f"worker {self.name} could not start its sandbox pool")
+        yield self._pool
+
+    async def _hold_pool(self, ctx: Any) -> None:
+        from ops.phases.runtime import sandbox_pool
+
+        assert self._pool_ready is not None
+        try:
+            async with sandbox_pool(ctx) as pool:
+                self._pool = pool
+                self._pool_ready.set()
+                await asyncio.Event().wait()
+        finally:
+            self._pool = None
+            self._pool_ready.set()
+
+    def _new_kills(self) -> dict[str, float]:
+        now = {
+            sample.labels["reason"]: sample.value
+            for metric in self.metrics.sandbox_kills.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        }
+        delta = {
+            r: v - self._kills_seen.get(r, 0.0) for r, v in now.items() if v > self._kills_seen.get(r, 0.0)
+        }
+        self._kills_seen = now
+        return delta
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()

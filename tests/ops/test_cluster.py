@@ -1,0 +1,139 @@
+"""Cluster mode on a real local Ray cluster: episodes on the workers, the store with the daemon.
+
+The cluster is Ray's own: a head with no CPUs (so nothing runs beside the daemon) and two worker
+nodes of one CPU each, all on this host (`ray.cluster_utils.Cluster` starts real raylets). The
+daemon joins it by address, exactly as a deployed one does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from arena.store import Store, check_integrity, repo
+from ops.config import ConfigError
+from ops.daemon import Daemon
+
+from .test_round_e2e import tiny
+
+ray = pytest.importorskip("ray", reason="cluster mode needs Ray: pip install '.[cluster]'")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """A head (0 CPUs) and two one-CPU worker nodes on this host."""
+    from ray.cluster_utils import Cluster
+
+    # Ray binds this host's address (it rewrites 127.0.0.1 in a bootstrap address to it anyway).
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        yield cluster
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
+def test_cluster_mode_refuses_a_sqlite_store(make_config) -> None:
+    with pytest.raises(ConfigError, match=r"cluster: backend = .ray. needs a PostgreSQL store.*the store is the SQLite file"):
+        make_config(ARENA_CLUSTER__BACKEND="ray")
+    config = make_config(ARENA_CLUSTER__BACKEND="ray", ARENA_DATABASE_URL="postgresql://127.0.0.1/test")
+    assert config.cluster.backend == "ray"
+    assert make_config(ARENA_RAY_ADDRESS="10.0.0.1:6379").cluster.address == "10.0.0.1:6379"
+
+
+@pytest.mark.anyio
+async def test_a_cluster_without_room_for_a_worker_is_refused_naming_why(
+    make_config, pg_database, ray_cluster
+) -> None:
+    from ops.cluster.pool import ClusterUnavailable, WorkerPool
+
+    config = make_config(
+        ARENA_DATABASE_URL=pg_database,
+        ARENA_CLUSTER__BACKEND="ray",
+        ARENA_RAY_ADDRESS=ray_cluster.address,
+        ARENA_CLUSTER__WORKER_CPUS="8",
+        ARENA_CLUSTER__CONNECT_TIMEOUT_S="3",
+    )
+    with pytest.raises(ClusterUnavailable, match=r"each needs 8 CPU; the cluster has 2 CPU"):
+        await WorkerPool(config).connect()
+    assert not ray.is_initialized()  # it left the cluster it joined
+
+
+@pytest.mark.anyio
+@pytest.mark.model
+@pytest.mark.slow
+async def test_a_round_in_cluster_mode_survives_a_worker_killed_mid_evaluate(
+    make_config, embedded_model_path, pg_database, ray_cluster, run_daemon
+) -> None:
+    config = make_config(
+        **{
+            **tiny(embedded_model_path),
+            # Enough episodes that both workers take some before one is killed and after.
+            "ARENA_ROUND__EVAL_TASKS_PER_ENV": "3",
+            "ARENA_ROUND__EVAL_SAMPLES_PER_TASK": "3",
+        },
+        ARENA_DATABASE_URL=pg_database,
+        ARENA_CLUSTER__BACKEND="ray",
+        ARENA_RAY_ADDRESS=ray_cluster.address,
+        ARENA_CLUSTER__WORKERS="2",
+        ARENA_CLUSTER__WORKER_CONCURRENCY="1",
+    )
+    daemon = Daemon(config, max_rounds=1, handle_signals=False)
+    killed: str | None = None
+    seen: dict[str, Any] = {}
+    async with run_daemon(daemon) as client:
+        with anyio.fail_after(900):
+            while daemon.rounds_completed < 1 and not daemon.paused:
+                pool = daemon.cluster
+                if killed is None and pool is not None and daemon.phase == "evaluate":
+                    victim = await _worker_to_kill(daemon)
+                    if victim is not None:
+                        # SIGKILL: no goodbye, as when a node's process is OOM-killed.
+                        os.kill(int(victim.rsplit("/", 1)[1]), signal.SIGKILL)
+                        killed = victim
+                if killed is not None and not seen:
+                    seen = (await client.get("/status", timeout=10)).json()["cluster"]
+                await anyio.sleep(0.3)
+        assert not daemon.paused, "the daemon paused itself: a phase failed (see phase.failed in the log)"
+    assert killed is not None, "the evaluation ended before a worker could be killed mid-phase"
+    assert seen["backend"] == "ray" and len([n for n in seen["nodes"] if n["alive"]]) == 3
+    assert pool.rescheduled >= 1 and killed in pool.lost
+    exposition = daemon.metrics.exposition().decode()
+    assert "arena_cluster_rescheduled_episodes_total" in exposition
+    async with Store(pg_database) as store, store.transaction() as s:
+        episodes = await repo.episodes_for_round(s, 1, purpose="eval")
+        report = await check_integrity(s)
+        round_row = await repo.last_completed_round(s)
+    assert report.ok, report.problems
+    assert round_row is not None and round_row.round == 1
+    # Every planned episode once (the key is unique, and none is missing), each from a worker.
+    keys = [(e.task_id, e.sample_idx) for e in episodes]
+    assert len(keys) == len(set(keys)) == 3 * 3
+    workers = {e.worker for e in episodes}
+    assert killed in workers, "the killed worker had committed episodes before it died"
+    assert len(workers) >= 2 and all(w and w != "local" for w in workers)
+    nodes = {w.split("/")[0] for w in workers}
+    assert len(nodes) == 2, f"episodes ran on both worker nodes: {workers}"
+
+
+async def _worker_to_kill(daemon: Daemon) -> str | None:
+    """A worker with an episode in flight that has already committed one (None: not yet)."""
+    async with daemon.store.transaction() as s:
+        committed = {e.worker for e in await repo.episodes_for_round(s, daemon.round or 1, purpose="eval")}
+    pool = daemon.cluster
+    for worker in list(pool.workers.values()):
+        others = [w for w in pool.workers.values() if w is not worker]
+        if worker.name in committed and worker.in_flight and others and any(
+            w.name in committed for w in others
+        ):
+            return worker.name
+    return None
