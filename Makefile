@@ -4,13 +4,21 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CLUSTER_STAMP := $(VENV)/.cluster-installed
 PIP := $(BIN)/pip --disable-pip-version-check
 # pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process).
 TEST_WORKERS ?= 2
 
-.PHONY: setup run test lint format clean
+.PHONY: setup cluster run test lint format clean
 
 setup: $(STAMP)
+
+# Ray for cluster mode: `make test` runs the cluster tests; `make run` does not need it.
+cluster: $(CLUSTER_STAMP)
+
+$(CLUSTER_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[test,cluster]'
+	touch $(CLUSTER_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +33,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/arena run --config config/cpu-demo.toml
 
-test: setup
+test: setup cluster
 	bash scripts/install-test-tools.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
