@@ -39,6 +39,9 @@ class EpisodeJob(BaseModel):
     policy_weights: str | None = None  # the published checkpoint a local policy backend runs
     needs_sandbox: bool = False
     sandbox_available: bool | None = None
+    # The policy replicas serving the live weights as the daemon sees them (None: not an http
+    # policy). Only the daemon publishes and restores replicas; a worker samples from these alone.
+    policy_replicas: list[str] | None = None
 
 
 class WorkerReply(BaseModel):
@@ -90,6 +93,7 @@ class EpisodeWorker:
             add_observer(self._calls.append)
             self._observing = True
         self._use_weights(job.policy_weights)
+        await self._use_replicas(job.policy_replicas)
         ctx = self._context(job)
         envs = self._environments(ctx)
         if item.env not in envs:
@@ -121,6 +125,31 @@ class EpisodeWorker:
             # A new round's policy: the local backend must load it (HTTP replicas got it published).
             self.models.policy_weights = wanted
             self.models.forget("policy")
+
+    async def _use_replicas(self, serving: list[str] | None) -> None:
+        """Sample only from the replicas the daemon keeps serving the live weights.
+
+        The daemon's pool drops a replica that could not load a publish and restores one that
+        returns; this worker's pool cannot know either. So here a replica is serving exactly when
+        the daemon's is, and one whose connection breaks stays out until the daemon's next job
+        says it serves again: a restarted vLLM holds its starting weights, not the policy's.
+        """
+        if serving is None:
+            return
+        from simulate.replicas import find_shared_pool, server_root
+
+        await self.models.policy()  # builds the client, and so the process's pool of its replicas
+        pool = find_shared_pool(self.config.models.policy.urls)
+        if pool is None:
+            return
+        if pool.restore is None:
+            pool.set_restore(_restore_is_the_daemons)
+        live = {server_root(u) for u in serving}
+        for replica in pool.replicas:
+            if replica.url in live:
+                pool.readmit(replica)
+            else:
+                pool.eject(replica, "not serving the live weights for the daemon")
 
     def _context(self, job: EpisodeJob) -> Any:
         from ops.phases.base import PhaseContext
@@ -190,6 +219,10 @@ class EpisodeWorker:
         }
         self._kills_seen = now
         return delta
+
+
+async def _restore_is_the_daemons(url: str) -> None:
+    raise RuntimeError(f"{url} returns when the daemon has given it the live weights")
 
 
 def _node_id() -> str:

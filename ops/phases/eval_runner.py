@@ -50,7 +50,11 @@ async def episode_runner(
     )
     by_key = {p.key: p for p in prepared}
     if ctx.cluster is not None:
-        return _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], tconf), set(by_key), skipped
+        return (
+            _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], tconf),
+            set(by_key),
+            skipped,
+        )
     helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
     # The helper plays a simulated environment's tools, user and judge.
     cheap = any(envs[t.env].kind == "simulated" for t in tasks)
@@ -90,8 +94,22 @@ def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], t
         policy_weights=str(weights) if weights is not None else None,
         needs_sandbox=any(envs[t.env].sandboxed for t in tasks),
         sandbox_available=ctx.sandbox_available,
+        policy_replicas=_serving_policy_replicas(ctx),
     )
     return ctx.cluster.runner(job, {t.full_id: t.model_dump(mode="json") for t in tasks})
+
+
+def _serving_policy_replicas(ctx: PhaseContext) -> list[str] | None:
+    """The http policy's replicas that serve the live weights, as this process's pool knows them."""
+    section = ctx.config.models.policy
+    if section.backend != "http":
+        return None
+    from simulate.replicas import find_shared_pool
+
+    pool = find_shared_pool(section.urls)
+    if pool is None:  # no client built here yet: nothing was published or dropped
+        return list(section.urls)
+    return [r.url for r in pool.replicas if r.serving]
 
 
 def episode_concurrency(ctx: PhaseContext) -> int:

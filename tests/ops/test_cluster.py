@@ -137,3 +137,31 @@ async def _worker_to_kill(daemon: Daemon) -> str | None:
         ):
             return worker.name
     return None
+
+
+@pytest.mark.anyio
+async def test_a_worker_samples_only_the_replicas_the_daemon_keeps_serving(make_config, tmp_path) -> None:
+    """A replica the daemon dropped (a failed publish) is out on the worker too, and the worker never
+    lets a replica back by itself: only the daemon gives a returning replica the live weights."""
+    from ops.cluster.worker import EpisodeWorker
+    from ops.metrics import Metrics
+    from ops.models import ModelHub
+    from simulate.replicas import find_shared_pool
+
+    urls = ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    config = make_config(
+        ARENA_MODELS__POLICY__BACKEND="http",
+        ARENA_MODELS__POLICY__BASE_URL=urls[0],
+        ARENA_MODELS__POLICY__REPLICA_URLS=urls[1],
+        ARENA_TRAINER__BASE_MODEL=str(tmp_path),
+    )
+    worker = EpisodeWorker.__new__(EpisodeWorker)  # the actor's state without a Ray runtime
+    worker.config, worker.models = config, ModelHub(config, Metrics())
+    await worker._use_replicas([urls[0]])
+    pool = find_shared_pool(config.models.policy.urls)
+    assert pool is not None
+    assert [r.serving for r in pool.replicas] == [True, False]
+    with pytest.raises(RuntimeError, match="returns when the daemon has given it the live weights"):
+        await pool.restore(pool.replicas[1].url)
+    await worker._use_replicas(urls)  # the daemon restored it: the next job says so
+    assert [r.serving for r in pool.replicas] == [True, True]
