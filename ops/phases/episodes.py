@@ -2,12 +2,14 @@
 
 An episode is keyed by (round, task id, sample index). Before running, the keys already in the
 store are skipped, so a restarted phase never redoes committed episodes; each episode is stored in
-its own small transaction right after it finishes, so a crash loses at most the episodes in flight.
+the next small transaction once it finishes (results that finish together share one), so a
+crash loses at most the episodes in flight.
 Between episodes the phase passes a safe point (pause/stop).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -65,16 +67,21 @@ async def run_items(
 ) -> int:
     """Run the items whose (task id, sample index) is not in `done`, `concurrency` at a time.
 
-    Each result is saved by `save` in its own transaction as soon as it is in; returns how many ran.
+    Results are saved by `save` as soon as they are in, by one committer: the results that finish
+    while a commit is under way go in the next transaction together (group commit). A busy daemon
+    (many cluster workers) then pays one transaction per batch instead of one per episode, and a
+    crash still loses at most the episodes in flight or waiting for that next commit. Returns how
+    many ran.
     """
     todo = [it for it in items if (it.task_id, it.sample_idx) not in done]
     total, finished = len(items), len(items) - len(todo)
     ctx.progress(finished, total, f"{len(todo)} episodes to run")
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     stopped = False
+    send, receive = anyio.create_memory_object_stream[tuple[WorkItem, EpisodeResult]](math.inf)
 
     async def one(item: WorkItem) -> None:
-        nonlocal finished, stopped
+        nonlocal stopped
         async with limiter:
             try:
                 await ctx.safe_point()
@@ -82,15 +89,31 @@ async def run_items(
                 stopped = True
                 return
             result = await runner(item)
-            async with ctx.store.transaction() as s:
-                await save(s, item, result)
-            ctx.metrics.record_episode(item.env, result.finish, result.reward)
-            finished += 1
-            ctx.progress(finished, total)
+        await send.send((item, result))
 
-    async with anyio.create_task_group() as tg:
-        for item in todo:
-            tg.start_soon(one, item)
+    async def commit() -> None:
+        nonlocal finished
+        async with receive:
+            async for first in receive:
+                batch = [first]
+                while True:
+                    try:
+                        batch.append(receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                async with ctx.store.transaction() as s:
+                    for item, result in batch:
+                        await save(s, item, result)
+                for item, result in batch:
+                    ctx.metrics.record_episode(item.env, result.finish, result.reward)
+                finished += len(batch)
+                ctx.progress(finished, total)
+
+    async with anyio.create_task_group() as committer:
+        committer.start_soon(commit)
+        async with send, anyio.create_task_group() as tg:
+            for item in todo:
+                tg.start_soon(one, item)
     if stopped:
         raise StopRequested
     return len(todo)
