@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ class _Worker:
     node: str
     in_flight: int = 0
     episodes: int = 0
+    jobs: set[str] = field(default_factory=set)  # the jobs this worker has loaded
 
 
 @dataclass
@@ -64,6 +66,10 @@ class WorkerPool:
         self.starting: list[_Starting] = []
         self.lost: list[str] = []
         self.rescheduled = 0
+        # Per finished episode: seconds between sending it and its reply, beyond the worker's own
+        # time (dispatch, transfer, scheduling), and the worker's instance-creation time.
+        self.overhead_s: deque[float] = deque(maxlen=1000)
+        self.prepare_s: deque[float] = deque(maxlen=1000)
         self._remote: Any = None
         self._owns_ray = False
         self._changed = anyio.Event()
@@ -142,19 +148,24 @@ class WorkerPool:
         job_ref = _ray().put(job)
 
         async def run(item: WorkItem) -> EpisodeResult:
-            return await self.run(job_ref, item, tasks[item.task_id])
+            return await self.run(job.job_id, job_ref, item, tasks[item.task_id])
 
         return run
 
-    async def run(self, job_ref: Any, item: WorkItem, task: dict[str, Any]) -> EpisodeResult:
+    async def run(self, job_id: str, job_ref: Any, item: WorkItem, task: dict[str, Any]) -> EpisodeResult:
         """Run one episode on some worker; a worker lost mid-episode only sends it to another."""
         from ray.exceptions import RayActorError, RayTaskError
 
         while True:
             worker = await self._pick()
             worker.in_flight += 1
+            sent = time.perf_counter()
             try:
-                reply: WorkerReply = await worker.actor.run.remote(job_ref, item, task)
+                if job_id not in worker.jobs:
+                    # The job (trainer settings, a policy object) crosses once per worker, not per episode.
+                    await worker.actor.load_job.remote(job_ref)
+                    worker.jobs.add(job_id)
+                reply: WorkerReply = await worker.actor.run.remote(job_id, item, task)
             except RayActorError as exc:
                 self._lose(worker, exc)
                 self.rescheduled += 1
@@ -169,6 +180,8 @@ class WorkerPool:
                 worker.in_flight -= 1
                 self._notify()
             worker.episodes += 1
+            self.overhead_s.append(max(0.0, time.perf_counter() - sent - reply.seconds))
+            self.prepare_s.append(reply.prepare_seconds)
             self._record(reply)
             return reply.result
 
@@ -269,7 +282,13 @@ class WorkerPool:
             "workers_starting": len(self.starting),
             "workers_lost": list(self.lost),
             "episodes_rescheduled": self.rescheduled,
+            "dispatch_overhead_ms_mean": _mean_ms(self.overhead_s),
+            "instance_creation_ms_mean": _mean_ms(self.prepare_s),
         }
+
+
+def _mean_ms(values: deque[float]) -> float | None:
+    return round(1000 * sum(values) / len(values), 3) if values else None
 
 
 def _ray() -> Any:

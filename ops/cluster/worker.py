@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from ops.phases.episodes import EpisodeResult, WorkItem
+from ops.phases.episodes import EpisodeResult, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +37,8 @@ class EpisodeJob(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    # One per batch the daemon sends: the worker prepares each task once per job, not per episode.
+    job_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     round: int
     phase: str
     tconf: Any  # trainer.config.TrainerConfig: the prompts, tool view, caps and sampling of the episodes
@@ -42,14 +48,26 @@ class EpisodeJob(BaseModel):
     # The policy replicas serving the live weights as the daemon sees them (None: not an http
     # policy). Only the daemon publishes and restores replicas; a worker samples from these alone.
     policy_replicas: list[str] | None = None
+    # A policy object to run instead of `models.policy` (`arena bench scale`'s scripted fake).
+    policy: Any = None
 
 
 class WorkerReply(BaseModel):
     """One episode's result plus the metrics the worker recorded while running it."""
 
     result: EpisodeResult
+    seconds: float = 0.0  # the episode on the worker, from the call's arrival to its reply
+    prepare_seconds: float = 0.0  # of which preparing the job (environments) and the task (once each)
     calls: list[dict[str, Any]] = Field(default_factory=list)
     sandbox_kills: dict[str, float] = Field(default_factory=dict)
+
+
+@dataclass
+class _JobState:
+    job: EpisodeJob
+    ctx: Any = None
+    envs: dict[str, Any] = field(default_factory=dict)
+    runners: dict[str, Runner] = field(default_factory=dict)  # task id -> its prepared episode runner
 
 
 class StoreOwnedByDaemon:
@@ -73,7 +91,7 @@ class EpisodeWorker:
         self.episodes = 0
         self._calls: list[Any] = []
         self._kills_seen: dict[str, float] = {}
-        self._envs: dict[str, Any] | None = None
+        self._jobs: OrderedDict[str, _JobState] = OrderedDict()
         self._pool: Any = None
         self._pool_task: asyncio.Task[None] | None = None
         self._pool_ready: asyncio.Event | None = None
@@ -83,32 +101,51 @@ class EpisodeWorker:
         """Who and where this worker is (the pool awaits it before sending episodes)."""
         return {"worker": self.name, "node": _node_id(), "pid": os.getpid(), "episodes": self.episodes}
 
-    async def run(self, job: EpisodeJob, item: WorkItem, task: dict[str, Any]) -> WorkerReply:
-        """Run one episode of `task` (the stored task's JSON) and return what it produced."""
+    async def load_job(self, job: EpisodeJob) -> None:
+        """Keep `job` for the episodes that name it (the pool sends it once per worker)."""
+        if job.job_id not in self._jobs:
+            self._jobs[job.job_id] = _JobState(job=job)
+            while len(self._jobs) > 4:  # a phase's batches; older jobs are done
+                self._jobs.popitem(last=False)
+
+    async def run(self, job_id: str, item: WorkItem, task: dict[str, Any]) -> WorkerReply:
+        """Run one episode of `task` (the stored task's JSON) under a loaded job; return what it produced."""
         from arena.tasks.model import Task
         from ops.phases.eval_runner import episode_runner
         from simulate.calls import add_observer
 
+        started = time.perf_counter()
+        if job_id not in self._jobs:
+            raise LookupError(f"worker {self.name} has no job {job_id} (load_job first)")
+        job = self._jobs[job_id].job
         if not self._observing:
             add_observer(self._calls.append)
             self._observing = True
-        self._use_weights(job.policy_weights)
-        await self._use_replicas(job.policy_replicas)
-        ctx = self._context(job)
-        envs = self._environments(ctx)
-        if item.env not in envs:
+        if job.policy is not None:
+            self.models.set("policy", job.policy)
+        else:
+            self._use_weights(job.policy_weights)
+            await self._use_replicas(job.policy_replicas)
+        state = self._prepared(job_id)
+        if item.env not in state.envs:
             raise LookupError(f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)")
-        async with self._sandbox(ctx, job.needs_sandbox) as pool:
-            runner, runnable, skipped = await episode_runner(
-                ctx, envs, [Task.model_validate(task)], job.tconf, pool
-            )
-            if item.task_id not in runnable:
-                raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
+        async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
+            runner = state.runners.get(item.task_id)
+            if runner is None:
+                runner, runnable, skipped = await episode_runner(
+                    state.ctx, state.envs, [Task.model_validate(task)], job.tconf, pool
+                )
+                if item.task_id not in runnable:
+                    raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
+                state.runners[item.task_id] = runner
+            prepared = time.perf_counter()
             result = await runner(item)
         self.episodes += 1
         calls, self._calls[:] = [c.model_dump() for c in self._calls], []
         return WorkerReply(
             result=result.model_copy(update={"worker": self.name}),
+            seconds=time.perf_counter() - started,
+            prepare_seconds=prepared - started,
             calls=calls,
             sandbox_kills=self._new_kills(),
         )
@@ -170,13 +207,16 @@ class EpisodeWorker:
             sandbox_available=job.sandbox_available,
         )
 
-    def _environments(self, ctx: Any) -> dict[str, Any]:
+    def _prepared(self, job_id: str) -> _JobState:
+        """The job with its context and environments (made on its first episode here)."""
         from ops.phases.runtime import load_envs
 
-        # Loading is cached by content version below it; reload each job so environments SYNTHESIZE
-        # grew since the worker started are seen.
-        self._envs = load_envs(ctx)
-        return self._envs
+        state = self._jobs[job_id]
+        if state.ctx is None:
+            state.ctx = self._context(state.job)
+            # Loaded per job, so that environments SYNTHESIZE grew since the worker started are seen.
+            state.envs = load_envs(state.ctx)
+        return state
 
     @asynccontextmanager
     async def _sandbox(self, ctx: Any, needed: bool) -> AsyncIterator[Any]:
