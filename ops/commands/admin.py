@@ -131,12 +131,35 @@ def _render_status(data: dict[str, Any]) -> str:
         lines.append(
             f"publish:    {publish['policy']}" + (f" ({publish['reason']})" if publish.get("reason") else "")
         )
+    lines += _render_cluster(data.get("cluster") or {})
     cur = data.get("curriculum") or {}
     if cur.get("environments"):
         lines.append(
             f"curriculum: {cur['environments']} environments, mean difficulty {cur['mean_difficulty']}"
         )
     return "\n".join(lines)
+
+
+def _render_cluster(cluster: dict[str, Any]) -> list[str]:
+    """Where episodes run, in cluster mode only: a local daemon's status stays as it was."""
+    if cluster.get("backend") != "ray":
+        return []
+    nodes, workers = cluster.get("nodes") or [], cluster.get("workers") or []
+    alive = sum(1 for n in nodes if n.get("alive"))
+    lost = cluster.get("workers_lost") or []
+    starting = cluster.get("workers_starting") or 0
+    lines = [
+        f"cluster:    ray at {cluster.get('address')}  nodes {alive}/{len(nodes)} alive",
+        f"workers:    {len(workers)} ready"
+        + (f", {starting} starting" if starting else "")
+        # Lost workers' in-flight episodes ran again elsewhere; committed ones are never redone.
+        + f", {len(lost)} lost, {cluster.get('episodes_rescheduled', 0)} episodes rescheduled",
+    ]
+    for w in workers:
+        lines.append(
+            f"  {w['worker']:<28} {w.get('episodes', 0)} episodes, {w.get('in_flight', 0)} in flight"
+        )
+    return lines
 
 
 def judge_text(judge: dict[str, Any]) -> str:

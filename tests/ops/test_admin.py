@@ -131,3 +131,32 @@ async def test_cli_clients(make_config, fakes, run_daemon, until, monkeypatch, c
         assert await cli("stop", "--url", url) == 0
     assert await cli("status", "--url", url) == 2
     assert "no daemon answering" in capsys.readouterr().err
+
+
+def test_status_prints_the_cluster_in_cluster_mode() -> None:
+    from ops.commands.admin import _render_status
+
+    cluster = {
+        "backend": "ray",
+        "address": "arena-ray-head-svc:6379",
+        "nodes": [
+            {"node": "a1b2c3d4e5f6", "address": "10.0.0.5", "alive": True, "cpus": 0},
+            {"node": "b2c3d4e5f6a1", "address": "10.0.0.6", "alive": True, "cpus": 8},
+            {"node": "c3d4e5f6a1b2", "address": "10.0.0.7", "alive": False, "cpus": 8},
+        ],
+        "workers": [
+            {"worker": "b2c3d4e5f6a1/101", "in_flight": 2, "episodes": 40},
+            {"worker": "b2c3d4e5f6a1/102", "in_flight": 0, "episodes": 38},
+        ],
+        "workers_starting": 1,
+        "workers_lost": ["c3d4e5f6a1b2/201"],
+        "episodes_rescheduled": 3,
+    }
+    out = _render_status({"round": 4, "phase": "evaluate", "cluster": cluster}).splitlines()
+    assert "cluster:    ray at arena-ray-head-svc:6379  nodes 2/3 alive" in out
+    assert "workers:    2 ready, 1 starting, 1 lost, 3 episodes rescheduled" in out
+    assert "  b2c3d4e5f6a1/101             40 episodes, 2 in flight" in out
+    assert "  b2c3d4e5f6a1/102             38 episodes, 0 in flight" in out
+    # One machine: nothing about a cluster, as before cluster mode existed.
+    local = _render_status({"round": 4, "phase": "evaluate", "cluster": {"backend": "local"}})
+    assert "cluster" not in local and "workers" not in local

@@ -120,5 +120,7 @@ def test_alert_rules_pass_promtool_and_use_exported_metrics() -> None:
     assert used <= set(exported_series())
     names = {r["alert"] for g in yaml.safe_load(rules.read_text())["groups"] for r in g["rules"]}
     assert {"ArenaRoundStuck", "ArenaPausedTooLong", "ArenaYardstickDrop", "ArenaModelBackendDown"} <= names
+    # Cluster mode: a Ray cluster with no ready worker, one policy replica of several gone.
+    assert {"ArenaClusterNoWorkerReady", "ArenaPolicyReplicaDown"} <= names
     # The drop alert watches the yardstick: the fresh-task rate falls after every difficulty raise.
     assert not any("arena_overall_pass_rate" in expr for expr in exprs)
