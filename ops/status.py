@@ -70,6 +70,8 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
         "last_publish": {"policy": publish.get("policy"), "reason": (publish.get("gate") or {}).get("reason")}
         if publish
         else None,
+        # Each http model role's servers: which serve, and why the others were ejected.
+        "replicas": model_replicas(daemon.config),
         # Where episodes run: in the daemon (local) or on a Ray cluster's nodes and workers.
         "cluster": daemon.cluster.status() if daemon.cluster is not None else {"backend": "local"},
         "curriculum": {
@@ -80,3 +82,26 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
             "difficulty": difficulties,
         },
     }
+
+
+def model_replicas(config: Any) -> dict[str, list[dict[str, Any]]]:
+    """Per http role, each replica's URL and state as this process's pool knows it.
+
+    `serving` is None for a replica no request has reached yet (the pool is made on first use).
+    """
+    from simulate.replicas import find_shared_pool, server_root
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for role in ("policy", "helper"):
+        section = getattr(config.models, role)
+        if section.backend != "http" or not section.urls:
+            continue
+        pool = find_shared_pool(section.urls)
+        if pool is None:
+            out[role] = [{"url": server_root(u), "serving": None, "reason": ""} for u in section.urls]
+            continue
+        out[role] = [
+            {"url": r.url, "serving": r.serving, "reason": r.reason, "in_flight": r.in_flight}
+            for r in pool.replicas
+        ]
+    return out

@@ -131,6 +131,7 @@ def _render_status(data: dict[str, Any]) -> str:
         lines.append(
             f"publish:    {publish['policy']}" + (f" ({publish['reason']})" if publish.get("reason") else "")
         )
+    lines += _render_replicas(data.get("replicas") or {})
     lines += _render_cluster(data.get("cluster") or {})
     cur = data.get("curriculum") or {}
     if cur.get("environments"):
@@ -138,6 +139,20 @@ def _render_status(data: dict[str, Any]) -> str:
             f"curriculum: {cur['environments']} environments, mean difficulty {cur['mean_difficulty']}"
         )
     return "\n".join(lines)
+
+
+def _render_replicas(replicas: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The http model servers of each role, when a role has more than one."""
+    lines = []
+    for role, servers in sorted(replicas.items()):
+        if len(servers) < 2:
+            continue
+        serving = sum(1 for r in servers if r.get("serving"))
+        lines.append(f"{role + ':':<11} {serving}/{len(servers)} replicas serving")
+        for r in servers:
+            state = {True: "serving", False: f"ejected: {r.get('reason', '')[:80]}", None: "not used yet"}
+            lines.append(f"  {r['url']:<28} {state[r.get('serving')]}")
+    return lines
 
 
 def _render_cluster(cluster: dict[str, Any]) -> list[str]:

@@ -160,3 +160,26 @@ def test_status_prints_the_cluster_in_cluster_mode() -> None:
     # One machine: nothing about a cluster, as before cluster mode existed.
     local = _render_status({"round": 4, "phase": "evaluate", "cluster": {"backend": "local"}})
     assert "cluster" not in local and "workers" not in local
+
+
+def test_status_shows_each_policy_replica_and_why_one_is_out(make_config, tmp_path) -> None:
+    from ops.commands.admin import _render_status
+    from ops.status import model_replicas
+    from simulate.replicas import shared_pool
+
+    urls = ["http://127.0.0.1:18001/v1", "http://127.0.0.1:18002/v1"]
+    config = make_config(
+        ARENA_MODELS__POLICY__BACKEND="http",
+        ARENA_MODELS__POLICY__BASE_URL=urls[0],
+        ARENA_MODELS__POLICY__REPLICA_URLS=urls[1],
+        ARENA_TRAINER__BASE_MODEL=str(tmp_path),
+    )
+    assert [r["serving"] for r in model_replicas(config)["policy"]] == [None, None]  # no request yet
+    pool = shared_pool(urls, role="policy")
+    pool.eject(pool.replicas[1], "could not load the live weights: 404")
+    replicas = model_replicas(config)
+    assert "helper" not in replicas  # a local helper has no servers to list
+    out = _render_status({"round": 2, "phase": "train", "replicas": replicas}).splitlines()
+    assert "policy:     1/2 replicas serving" in out
+    assert "  http://127.0.0.1:18001       serving" in out
+    assert "  http://127.0.0.1:18002       ejected: could not load the live weights: 404" in out

@@ -165,3 +165,24 @@ async def test_a_worker_samples_only_the_replicas_the_daemon_keeps_serving(make_
         await pool.restore(pool.replicas[1].url)
     await worker._use_replicas(urls)  # the daemon restored it: the next job says so
     assert [r.serving for r in pool.replicas] == [True, True]
+
+
+def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys) -> None:
+    """The bench's figures come from real runs: every scripted-reference episode passes in every mode."""
+    import json
+
+    from ops.cli import main
+
+    argv = ["bench", "scale", "--address", ray_cluster.address, "--no-model", "--episodes", "12", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    runs = {(r["mode"], r["workers"]): r for r in report["runs"]}
+    assert set(runs) == {("local", 1), ("ray", 1), ("ray", 2)}
+    for run in runs.values():
+        assert run["policy"] == "scripted-reference-fake" and run["episodes"] == 12
+        assert run["episodes_per_s"] > 0 and run["daemon_cpu_ms_per_episode"] > 0
+    # The same work in every mode: replaying the references passes the same episodes wherever they run.
+    assert len({r["passed"] for r in runs.values()}) == 1 and runs[("local", 1)]["passed"] >= 10
+    assert runs[("ray", 1)]["dispatch_overhead_ms"] is not None
+    assert report["speedup_2_workers_over_1"]["scripted-reference-fake"] > 0
+    assert report["store"] == "sqlite" and "PostgreSQL" in report["notes"][0]
