@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem, run_items
+from ops.phases.episodes import EpisodeResult, Runner, WorkItem, episode_row, run_items
 
 log = structlog.get_logger(__name__)
 FAKE = "scripted-reference-fake"
@@ -105,29 +105,14 @@ async def measure(
     ctx: Any, runner: Runner, tasks: list[Any], *, episodes: int, warmup: int, concurrency: int
 ) -> tuple[float, float, int]:
     """Seconds and daemon CPU seconds for `episodes` after `warmup` untimed ones, and how many passed."""
-    from arena.store import EpisodeRow, repo
+    from arena.store import repo
 
     passed = 0
 
     async def save(s: Any, item: WorkItem, result: EpisodeResult) -> None:
         nonlocal passed
         passed += bool(result.passed)
-        await repo.upsert_episode(
-            s,
-            EpisodeRow(
-                round=ctx.round,
-                task_id=item.task_id,
-                sample_idx=item.sample_idx,
-                env=item.env,
-                purpose="bench",
-                reward=result.reward,
-                passed=result.passed,
-                finish=result.finish,
-                transcript=result.transcript,
-                verdict=result.verdict,
-                worker=result.worker,
-            ),
-        )
+        await repo.upsert_episode(s, episode_row(ctx.round, item, result, "bench"))
 
     warm = work_items(tasks, warmup, offset=10_000)
     await run_items(ctx, warm, runner, done=set(), save=save, concurrency=concurrency)

@@ -119,6 +119,23 @@ async def run_items(
     return len(todo)
 
 
+def episode_row(round_no: int, item: WorkItem, result: EpisodeResult, purpose: str) -> EpisodeRow:
+    """The stored row of one finished work item."""
+    return EpisodeRow(
+        round=round_no,
+        task_id=item.task_id,
+        sample_idx=item.sample_idx,
+        env=item.env,
+        purpose=purpose,
+        reward=result.reward,
+        passed=result.passed,
+        finish=result.finish,
+        transcript=result.transcript,
+        verdict=result.verdict,
+        worker=result.worker,
+    )
+
+
 async def run_work_items(
     ctx: PhaseContext, items: Sequence[WorkItem], runner: Runner, *, purpose: str, concurrency: int = 1
 ) -> dict[str, Any]:
@@ -127,22 +144,7 @@ async def run_work_items(
         existing = await repo.episode_keys(s, ctx.round, purpose=None)
 
     async def save(s: AsyncSession, item: WorkItem, result: EpisodeResult) -> None:
-        await repo.upsert_episode(
-            s,
-            EpisodeRow(
-                round=ctx.round,
-                task_id=item.task_id,
-                sample_idx=item.sample_idx,
-                env=item.env,
-                purpose=purpose,
-                reward=result.reward,
-                passed=result.passed,
-                finish=result.finish,
-                transcript=result.transcript,
-                verdict=result.verdict,
-                worker=result.worker,
-            ),
-        )
+        await repo.upsert_episode(s, episode_row(ctx.round, item, result, purpose))
 
     ran = await run_items(ctx, items, runner, done=existing, save=save, concurrency=concurrency)
     async with ctx.store.transaction() as s:

@@ -171,9 +171,7 @@ async def measure(
                 ),
             )
 
-        await run_items(
-            ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx)
-        )
+        await run_items(ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx))
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
     summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")

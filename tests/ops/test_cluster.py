@@ -43,7 +43,9 @@ def ray_cluster() -> Iterator[Any]:
 
 
 def test_cluster_mode_refuses_a_sqlite_store(make_config) -> None:
-    with pytest.raises(ConfigError, match=r"cluster: backend = .ray. needs a PostgreSQL store.*the store is the SQLite file"):
+    with pytest.raises(
+        ConfigError, match=r"cluster: backend = .ray. needs a PostgreSQL store.*the store is the SQLite file"
+    ):
         make_config(ARENA_CLUSTER__BACKEND="ray")
     config = make_config(ARENA_CLUSTER__BACKEND="ray", ARENA_DATABASE_URL="postgresql://127.0.0.1/test")
     assert config.cluster.backend == "ray"
@@ -132,8 +134,11 @@ async def _worker_to_kill(daemon: Daemon) -> str | None:
     pool = daemon.cluster
     for worker in list(pool.workers.values()):
         others = [w for w in pool.workers.values() if w is not worker]
-        if worker.name in committed and worker.in_flight and others and any(
-            w.name in committed for w in others
+        if (
+            worker.name in committed
+            and worker.in_flight
+            and others
+            and any(w.name in committed for w in others)
         ):
             return worker.name
     return None
