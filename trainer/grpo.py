@@ -294,6 +294,7 @@ async def train_round(
     sandbox: Any = None,
     publisher: WeightPublisher | None = None,
     simulator: ChatModel | None = None,
+    remote_episodes: Any = None,
 ) -> TrainResult:
     """Run one GRPO round of `config.max_steps` optimizer steps on `tasks`, starting from `policy_dir`.
 
@@ -302,6 +303,7 @@ async def train_round(
     `user` plays the user in conversational tasks; `judge` grades rubric checks; `sandbox` runs
     synthesized environments' tools; `simulator` (the helper) plays simulated environments' tools,
     users and judge;
+    `remote_episodes` (`trainer.rollout.RemoteEpisodes`) runs the episodes elsewhere (cluster mode);
     `publisher` pushes the starting weights and then every update to an HTTP rollout server (and is
     not needed for local rollouts, which sample from the trainer's own model).
     """
@@ -347,6 +349,7 @@ async def train_round(
         sandbox=sandbox,
         simulator=simulator,
         on_rollout=count,
+        remote=remote_episodes,
     )
     run = _Run(
         round_id=round_id,

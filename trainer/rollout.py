@@ -31,7 +31,7 @@ import random
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +152,8 @@ def sampler_logprobs(chain: Any) -> list[float]:
 
 
 Episode = tuple[Transcript, Verdict]
+# Runs one episode of the task with this key elsewhere, sampling as this policy does (its served model).
+RemoteEpisodes = Callable[[str, ChatModel], Awaitable[Episode]]
 
 
 def has_signal(rewards: Sequence[float]) -> bool:
@@ -190,6 +192,7 @@ class RolloutBridge:
         sandbox: Any = None,
         simulator: ChatModel | None = None,
         on_rollout: Callable[[RolloutStats, list[tuple[str, Transcript, Verdict]]], None] | None = None,
+        remote: RemoteEpisodes | None = None,
     ) -> None:
         self.tasks: Mapping[str, PreparedTask] = {t.key: t for t in tasks}
         self.simulator = simulator  # the helper that plays simulated environments
@@ -199,6 +202,8 @@ class RolloutBridge:
         self.judge = judge
         self.sandbox = sandbox
         self.on_rollout = on_rollout
+        # Where episodes run instead of here (cluster mode: Ray workers against the policy server).
+        self.remote = remote
         self._policy: ChatModel | None = None
         self.history: list[RolloutStats] = []
 
@@ -283,6 +288,9 @@ class RolloutBridge:
         async def one(i: int, key: str) -> None:
             # One token chain per episode for token-exact policies (`simulate.token_chat`).
             async with limiter:
+                if self.remote is not None:
+                    results[i] = await self.remote(key, self._policy)
+                    return
                 with token_session():
                     results[i] = await run_and_verify(
                         self._policy,

@@ -154,6 +154,23 @@ class WorkerPool:
 
     async def run(self, job_id: str, job_ref: Any, item: WorkItem, task: dict[str, Any]) -> EpisodeResult:
         """Run one episode on some worker; a worker lost mid-episode only sends it to another."""
+        reply: WorkerReply = await self._call("run", job_id, job_ref, item, task)
+        self._record(reply.calls, reply.sandbox_kills)
+        return reply.result
+
+    def rollouts(self, job: EpisodeJob) -> Any:
+        """`send(task, request_model, serving) -> (transcript, verdict)`: TRAIN's episodes of `job`."""
+        job_ref = _ray().put(job)
+
+        async def send(task: dict[str, Any], request_model: str | None, serving: list[str] | None) -> Any:
+            reply = await self._call("rollout", job.job_id, job_ref, task, request_model, serving)
+            self._record(reply["calls"], reply["sandbox_kills"])
+            return reply["transcript"], reply["verdict"]
+
+        return send
+
+    async def _call(self, method: str, job_id: str, job_ref: Any, *args: Any) -> Any:
+        """`method(job_id, *args)` on the least busy worker (the job loaded there first), with failover."""
         from ray.exceptions import RayActorError, RayTaskError
 
         while True:
@@ -165,13 +182,13 @@ class WorkerPool:
                     # The job (trainer settings, a policy object) crosses once per worker, not per episode.
                     await worker.actor.load_job.remote(job_ref)
                     worker.jobs.add(job_id)
-                reply: WorkerReply = await worker.actor.run.remote(job_id, item, task)
+                reply = await getattr(worker.actor, method).remote(job_id, *args)
             except RayActorError as exc:
                 self._lose(worker, exc)
                 self.rescheduled += 1
                 if self.metrics is not None:
                     self.metrics.cluster_rescheduled.inc()
-                log.warning("cluster.episode_rescheduled", task=item.task_id, sample=item.sample_idx)
+                log.warning("cluster.episode_rescheduled", method=method, worker=worker.name)
                 continue
             except RayTaskError as exc:
                 # The episode itself failed (a model down, a bug): as in local mode, the phase fails.
@@ -180,10 +197,11 @@ class WorkerPool:
                 worker.in_flight -= 1
                 self._notify()
             worker.episodes += 1
-            self.overhead_s.append(max(0.0, time.perf_counter() - sent - reply.seconds))
-            self.prepare_s.append(reply.prepare_seconds)
-            self._record(reply)
-            return reply.result
+            seconds = reply.seconds if isinstance(reply, WorkerReply) else reply["seconds"]
+            self.overhead_s.append(max(0.0, time.perf_counter() - sent - seconds))
+            if isinstance(reply, WorkerReply):
+                self.prepare_s.append(reply.prepare_seconds)
+            return reply
 
     async def _pick(self) -> _Worker:
         while True:
@@ -238,14 +256,14 @@ class WorkerPool:
             self._publish_gauges()
             self._notify()
 
-    def _record(self, reply: WorkerReply) -> None:
+    def _record(self, calls: list[dict[str, Any]], sandbox_kills: dict[str, float]) -> None:
         if self.metrics is None:
             return
         from simulate.calls import CallRecord
 
-        for raw in reply.calls:
+        for raw in calls:
             self.metrics.observe_call(CallRecord.model_validate(raw))
-        for reason, count in reply.sandbox_kills.items():
+        for reason, count in sandbox_kills.items():
             self.metrics.sandbox_kills.labels(reason=reason).inc(count)
 
     def _notify(self) -> None:

@@ -50,6 +50,8 @@ class EpisodeJob(BaseModel):
     policy_replicas: list[str] | None = None
     # A policy object to run instead of `models.policy` (`arena bench scale`'s scripted fake).
     policy: Any = None
+    # TRAIN's rollouts: the policy's tokenizer folder (token-exact prompts for the policy server).
+    tokenizer_dir: str | None = None
 
 
 class WorkerReply(BaseModel):
@@ -68,6 +70,8 @@ class _JobState:
     ctx: Any = None
     envs: dict[str, Any] = field(default_factory=dict)
     runners: dict[str, Runner] = field(default_factory=dict)  # task id -> its prepared episode runner
+    prepared: dict[str, Any] = field(default_factory=dict)  # task id -> PreparedTask (rollouts)
+    rollout_policy: Any = None  # the token-exact policy-server client of TRAIN's rollouts
 
 
 class StoreOwnedByDaemon:
@@ -150,6 +154,33 @@ class EpisodeWorker:
             sandbox_kills=self._new_kills(),
         )
 
+    async def rollout(
+        self, job_id: str, task: dict[str, Any], request_model: str | None, serving: list[str] | None
+    ) -> Any:
+        """One of TRAIN's GRPO episodes against the policy server, token-exact (`ops.cluster.rollouts`)."""
+        from ops.cluster.rollouts import run_rollout
+
+        started = time.perf_counter()
+        if job_id not in self._jobs:
+            raise LookupError(f"worker {self.name} has no job {job_id} (load_job first)")
+        if not self._observing:
+            from simulate.calls import add_observer
+
+            add_observer(self._calls.append)
+            self._observing = True
+        state = self._prepared(job_id)
+        async with self._sandbox(state.ctx, state.job.needs_sandbox) as pool:
+            transcript, verdict = await run_rollout(state, task, request_model, serving, pool)
+        self.episodes += 1
+        calls, self._calls[:] = [c.model_dump() for c in self._calls], []
+        return {
+            "transcript": transcript,
+            "verdict": verdict,
+            "seconds": time.perf_counter() - started,
+            "calls": calls,
+            "sandbox_kills": self._new_kills(),
+        }
+
     async def shutdown(self) -> None:
         """Close the sandbox pool (its worker processes) before the actor goes."""
         if self._pool_task is not None:
@@ -173,20 +204,10 @@ class EpisodeWorker:
         """
         if serving is None:
             return
-        from simulate.replicas import find_shared_pool, server_root
+        from simulate.replicas import find_shared_pool
 
         await self.models.policy()  # builds the client, and so the process's pool of its replicas
-        pool = find_shared_pool(self.config.models.policy.urls)
-        if pool is None:
-            return
-        if pool.restore is None:
-            pool.set_restore(_restore_is_the_daemons)
-        live = {server_root(u) for u in serving}
-        for replica in pool.replicas:
-            if replica.url in live:
-                pool.readmit(replica)
-            else:
-                pool.eject(replica, "not serving the live weights for the daemon")
+        follow_daemon(find_shared_pool(self.config.models.policy.urls), serving)
 
     def _context(self, job: EpisodeJob) -> Any:
         from ops.phases.base import PhaseContext
@@ -259,6 +280,22 @@ class EpisodeWorker:
         }
         self._kills_seen = now
         return delta
+
+
+def follow_daemon(pool: Any, serving: list[str]) -> None:
+    """Make `pool`'s serving replicas exactly `serving`, and let none return by itself."""
+    from simulate.replicas import server_root
+
+    if pool is None:
+        return
+    if pool.restore is None:
+        pool.set_restore(_restore_is_the_daemons)
+    live = {server_root(u) for u in serving}
+    for replica in pool.replicas:
+        if replica.url in live:
+            pool.readmit(replica)
+        else:
+            pool.eject(replica, "not serving the live weights for the daemon")
 
 
 async def _restore_is_the_daemons(url: str) -> None:

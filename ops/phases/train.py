@@ -81,6 +81,18 @@ def _summary(result: Any) -> dict[str, Any]:
     return data
 
 
+def _cluster_rollouts(ctx: PhaseContext, envs: Any, tasks: list[Any], tconf: Any, policy_dir: Any) -> Any:
+    """Cluster mode with rollouts from the policy server: the episodes run on the Ray workers.
+
+    Local rollouts sample from the trainer's own model, which only this process holds: they stay here.
+    """
+    if ctx.cluster is None or tconf.rollout_backend != "http":
+        return None
+    from ops.cluster.rollouts import cluster_rollouts
+
+    return cluster_rollouts(ctx, envs, tasks, tconf, str(policy_dir))
+
+
 class TrainPhase(BasePhase):
     """Policy updates."""
 
@@ -144,6 +156,7 @@ class TrainPhase(BasePhase):
                 simulator=simulator,
                 # Rollouts from the policy server: it gets every update, so they stay on-policy.
                 publisher=http_publisher(ctx) if tconf.rollout_backend == "http" else None,
+                remote_episodes=_cluster_rollouts(ctx, envs, tasks, tconf, policy_dir),
             )
         ctx.metrics.grpo_zero_variance.inc(grpo.zero_variance_groups)
         ctx.metrics.grpo_resampled.inc(grpo.resampled_groups)

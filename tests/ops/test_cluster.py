@@ -191,3 +191,70 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
     assert runs[("ray", 1)]["dispatch_overhead_ms"] is not None
     assert report["speedup_2_workers_over_1"]["scripted-reference-fake"] > 0
     assert report["store"] == "sqlite" and "PostgreSQL" in report["notes"][0]
+
+
+@pytest.mark.anyio
+@pytest.mark.model
+@pytest.mark.slow
+async def test_grpo_rollouts_from_the_policy_server_run_on_the_workers_token_exact(
+    make_config, embedded_model_path, pg_database, ray_cluster, phase_context, tmp_path
+) -> None:
+    """TRAIN in cluster mode: the workers sample the episodes from the policy server the trainer
+    publishes to (one token chain each, with the server's log-probs); the step trains on them here."""
+    from arena.env.registry import Registry
+    from ops.cluster.pool import WorkerPool
+    from ops.cluster.rollouts import cluster_rollouts
+    from simulate.local import LocalChatModel
+    from simulate.serve import create_app, serving
+    from trainer.grpo import train_round
+    from trainer.publish import HttpWeightPublisher
+
+    from ..trainer.tiny import letters_task, tiny_config
+
+    served = LocalChatModel.load(embedded_model_path, device="cpu", dtype="float32")
+    submit, turns_served = served.batcher.submit, []
+
+    async def counting_submit(*args: Any, **kwargs: Any) -> Any:
+        turns_served.append(1)
+        return await submit(*args, **kwargs)
+
+    served.batcher.submit = counting_submit  # type: ignore[method-assign]
+    config = make_config(
+        ARENA_DATABASE_URL=pg_database,
+        ARENA_CLUSTER__BACKEND="ray",
+        ARENA_RAY_ADDRESS=ray_cluster.address,
+        ARENA_CLUSTER__WORKERS="2",
+        ARENA_CLUSTER__WORKER_CONCURRENCY="2",
+    )
+    seen: list[Any] = []
+    async with serving(create_app(served, name="policy", allow_reload=True)) as url:
+        pool = await WorkerPool(config).connect()
+        try:
+            ctx = phase_context(config, phase="train")
+            ctx.cluster = pool
+            tconf = tiny_config(
+                max_steps=1, group_size=4, rollout_backend="http", rollout_base_url=url + "/v1"
+            )
+            task = letters_task()
+            envs = Registry([]).load_all()
+            remote = cluster_rollouts(ctx, envs, [task], tconf, str(embedded_model_path))
+            result = await train_round(
+                0,
+                [task],
+                embedded_model_path,
+                tmp_path / "out",
+                tconf,
+                seen.append,
+                publisher=HttpWeightPublisher(url, tmp_path / "shared"),
+                remote_episodes=remote,
+            )
+            per_worker = {w.name: w.episodes for w in pool.workers.values()}
+        finally:
+            await pool.close()
+    assert result.steps == 1 and result.episodes == 4 and result.chain_breaks == 0
+    # Every episode ran on a worker, both took some, and every policy turn came from the server.
+    assert sum(per_worker.values()) == 4 and len(per_worker) == 2 and all(per_worker.values())
+    assert len(turns_served) >= 4
+    # The sampler's log-probs crossed with the chains: the step's importance ratios sit near 1.
+    (step,) = seen
+    assert step.importance_ratio_mean is not None and 0.9 < step.importance_ratio_mean < 1.1
