@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,9 @@ def embedded_model_path() -> Path:
     return ensure_embedded_model(MODEL_CACHE)
 
 
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session; yields its async SQLAlchemy URL.
-
-    PostgreSQL is a real part of the production store path, so its absence fails the test
-    rather than skipping it.
-    """
+@contextmanager
+def _new_pg_database() -> Iterator[str]:
+    """Create a PostgreSQL database of its own; yield its async SQLAlchemy URL; drop it after."""
     import psycopg
 
     name = f"arena_test_{uuid.uuid4().hex[:10]}"
@@ -75,6 +72,24 @@ def pg_database() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session (shared by its tests); its async URL.
+
+    PostgreSQL is a real part of the production store path, so its absence fails the test
+    rather than skipping it.
+    """
+    with _new_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_pg_database() -> Iterator[str]:
+    """A PostgreSQL database for this test alone (a daemon's whole store: no other test's rounds)."""
+    with _new_pg_database() as url:
+        yield url
 
 
 class ScriptedReloadableChatModel:

@@ -11,6 +11,7 @@ import pytest
 
 from arena.store import Store, repo
 from ops.cli import main
+from ops.config import ArenaConfig
 from ops.phases.base import PHASE_ORDER
 from ops.phases.yardstick_scores import summarize
 
@@ -153,7 +154,7 @@ async def test_status_shows_the_yardstick_the_fresh_tool_view_and_the_publish_de
         daemon = SimpleNamespace(
             store=store, round=3, phase="evaluate", stopping=False, ready=True, models_up=True,
             sandbox={"available": True, "detail": "bubblewrap"}, progress_state={}, rounds_completed=2,
-            paused=False, paused_since=None,
+            paused=False, paused_since=None, config=ArenaConfig(), cluster=None,
         )  # fmt: skip
         doc = await status_document(daemon, "0.1.0")  # type: ignore[arg-type]
         # Before the store is migrated (start-up), /status answers without reading it.
