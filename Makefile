@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CLUSTER_STAMP := $(VENV)/.cluster-installed
 PIP := $(BIN)/pip --disable-pip-version-check
-# pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process).
+# pytest-xdist workers for `make test` (CI has two cores; 0 runs the suite in one process);
+# `loadgroup` keeps each `xdist_group` (the Ray cluster tests) on one worker, back to back.
 TEST_WORKERS ?= 2
 
 .PHONY: setup cluster run test lint format clean
@@ -37,7 +38,7 @@ test: setup cluster
 	bash scripts/install-test-tools.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 	# The sandbox's hostile-code tests again as an unprivileged user, as the service runs.
 	bash scripts/test-sandbox-nonroot.sh
 

@@ -128,7 +128,7 @@ def local_ray_cluster(workers: int, worker_cpus: float) -> Iterator[str]:
     """A Ray cluster on this machine: a head with no CPUs and `workers` nodes of `worker_cpus` each."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         for _ in range(workers):
             cluster.add_node(num_cpus=worker_cpus)

@@ -22,6 +22,9 @@ from ops.daemon import Daemon
 from .test_round_e2e import tiny
 
 ray = pytest.importorskip("ray", reason="cluster mode needs Ray: pip install '.[cluster]'")
+# One xdist worker runs this module's tests back to back (`--dist loadgroup`), so its Ray cluster
+# lives only while they run instead of idling beside the rest of the suite.
+pytestmark = pytest.mark.xdist_group("ray-cluster")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def ray_cluster() -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
     # Ray binds this host's address (it rewrites 127.0.0.1 in a bootstrap address to it anyway).
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(2):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
