@@ -42,7 +42,6 @@ class ClusterUnavailable(RuntimeError):
 class _Worker:
     actor: Any
     name: str
-    node: str
     in_flight: int = 0
     episodes: int = 0
     jobs: set[str] = field(default_factory=set)  # the jobs this worker has loaded
@@ -148,29 +147,24 @@ class WorkerPool:
         job_ref = _ray().put(job)
 
         async def run(item: WorkItem) -> EpisodeResult:
-            return await self.run(job.job_id, job_ref, item, tasks[item.task_id])
+            return await self._call("run", job.job_id, job_ref, item, tasks[item.task_id])
 
         return run
-
-    async def run(self, job_id: str, job_ref: Any, item: WorkItem, task: dict[str, Any]) -> EpisodeResult:
-        """Run one episode on some worker; a worker lost mid-episode only sends it to another."""
-        reply: WorkerReply = await self._call("run", job_id, job_ref, item, task)
-        self._record(reply.calls, reply.sandbox_kills)
-        return reply.result
 
     def rollouts(self, job: EpisodeJob) -> Any:
         """`send(task, request_model, serving) -> (transcript, verdict)`: TRAIN's episodes of `job`."""
         job_ref = _ray().put(job)
 
         async def send(task: dict[str, Any], request_model: str | None, serving: list[str] | None) -> Any:
-            reply = await self._call("rollout", job.job_id, job_ref, task, request_model, serving)
-            self._record(reply["calls"], reply["sandbox_kills"])
-            return reply["transcript"], reply["verdict"]
+            return await self._call("rollout", job.job_id, job_ref, task, request_model, serving)
 
         return send
 
     async def _call(self, method: str, job_id: str, job_ref: Any, *args: Any) -> Any:
-        """`method(job_id, *args)` on the least busy worker (the job loaded there first), with failover."""
+        """`method(job_id, *args)`'s result from the least busy worker (the job loaded there first).
+
+        A worker lost mid-call only sends the call to another; its metrics are recorded here.
+        """
         from ray.exceptions import RayActorError, RayTaskError
 
         while True:
@@ -182,7 +176,7 @@ class WorkerPool:
                     # The job (trainer settings, a policy object) crosses once per worker, not per episode.
                     await worker.actor.load_job.remote(job_ref)
                     worker.jobs.add(job_id)
-                reply = await getattr(worker.actor, method).remote(job_id, *args)
+                reply: WorkerReply = await getattr(worker.actor, method).remote(job_id, *args)
             except RayActorError as exc:
                 self._lose(worker, exc)
                 self.rescheduled += 1
@@ -197,11 +191,11 @@ class WorkerPool:
                 worker.in_flight -= 1
                 self._notify()
             worker.episodes += 1
-            seconds = reply.seconds if isinstance(reply, WorkerReply) else reply["seconds"]
-            self.overhead_s.append(max(0.0, time.perf_counter() - sent - seconds))
-            if isinstance(reply, WorkerReply):
+            self.overhead_s.append(max(0.0, time.perf_counter() - sent - reply.seconds))
+            if reply.prepare_seconds is not None:
                 self.prepare_s.append(reply.prepare_seconds)
-            return reply
+            self._record(reply)
+            return reply.result
 
     async def _pick(self) -> _Worker:
         while True:
@@ -244,7 +238,7 @@ class WorkerPool:
                 except Exception as exc:  # it died while starting (its node went): ask again later
                     log.warning("cluster.worker_start_failed", error=str(exc).splitlines()[0][:300])
                     continue
-                self.workers[info["worker"]] = _Worker(actor=s.actor, name=info["worker"], node=info["node"])
+                self.workers[info["worker"]] = _Worker(actor=s.actor, name=info["worker"])
                 log.info("cluster.worker_ready", worker=info["worker"])
             elif time.monotonic() - s.since > limit:
                 log.warning("cluster.worker_not_placed", waited_s=round(limit, 1))
@@ -256,14 +250,14 @@ class WorkerPool:
             self._publish_gauges()
             self._notify()
 
-    def _record(self, calls: list[dict[str, Any]], sandbox_kills: dict[str, float]) -> None:
+    def _record(self, reply: WorkerReply) -> None:
         if self.metrics is None:
             return
         from simulate.calls import CallRecord
 
-        for raw in calls:
+        for raw in reply.calls:
             self.metrics.observe_call(CallRecord.model_validate(raw))
-        for reason, count in sandbox_kills.items():
+        for reason, count in reply.sandbox_kills.items():
             self.metrics.sandbox_kills.labels(reason=reason).inc(count)
 
     def _notify(self) -> None:

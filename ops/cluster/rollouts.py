@@ -38,12 +38,11 @@ async def run_rollout(
 
         if state.job.tokenizer_dir is None:
             raise ValueError("a rollout job needs the policy's tokenizer folder (tokenizer_dir)")
-        served = SimpleNamespace(name=None)
         trainer = SimpleNamespace(processing_class=load_tokenizer(state.job.tokenizer_dir))
-        state.rollout_policy = (http_policy_factory(tconf, served_model=lambda: served.name), trainer, served)
-    factory, trainer, served = state.rollout_policy
-    served.name = request_model
-    policy = factory(trainer)  # the job's one client, asking for the served name given now
+        state.rollout_policy = (http_policy_factory(tconf), trainer)
+    factory, trainer = state.rollout_policy
+    policy = factory(trainer)  # the job's one client of the policy server
+    policy.request_model = request_model  # the newest update's served name, as the daemon's publisher says
     if serving is not None:
         follow_daemon(find_shared_pool([tconf.rollout_base_url, *tconf.rollout_replica_urls]), serving)
     item = Task.model_validate(task)

@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem
+from ops.phases.episodes import Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 
@@ -57,9 +57,11 @@ class EpisodeJob(BaseModel):
 class WorkerReply(BaseModel):
     """One episode's result plus the metrics the worker recorded while running it."""
 
-    result: EpisodeResult
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    result: Any  # an `EpisodeResult` (`run`), or TRAIN's (transcript, verdict) (`rollout`)
     seconds: float = 0.0  # the episode on the worker, from the call's arrival to its reply
-    prepare_seconds: float = 0.0  # of which preparing the job (environments) and the task (once each)
+    prepare_seconds: float | None = None  # of which preparing the task (`run`: once per job and task)
     calls: list[dict[str, Any]] = Field(default_factory=list)
     sandbox_kills: dict[str, float] = Field(default_factory=dict)
 
@@ -67,8 +69,8 @@ class WorkerReply(BaseModel):
 @dataclass
 class _JobState:
     job: EpisodeJob
-    ctx: Any = None
-    envs: dict[str, Any] = field(default_factory=dict)
+    ctx: Any
+    envs: dict[str, Any]
     runners: dict[str, Runner] = field(default_factory=dict)  # task id -> its prepared episode runner
     prepared: dict[str, Any] = field(default_factory=dict)  # task id -> PreparedTask (rollouts)
     rollout_policy: Any = None  # the token-exact policy-server client of TRAIN's rollouts
@@ -106,9 +108,13 @@ class EpisodeWorker:
         return {"worker": self.name, "node": _node_id(), "pid": os.getpid(), "episodes": self.episodes}
 
     async def load_job(self, job: EpisodeJob) -> None:
-        """Keep `job` for the episodes that name it (the pool sends it once per worker)."""
+        """Keep `job`, its context and environments for the episodes that name it (sent once per worker)."""
+        from ops.phases.runtime import load_envs
+
         if job.job_id not in self._jobs:
-            self._jobs[job.job_id] = _JobState(job=job)
+            ctx = self._context(job)
+            # Loaded per job, so that environments SYNTHESIZE grew since the worker started are seen.
+            self._jobs[job.job_id] = _JobState(job=job, ctx=ctx, envs=load_envs(ctx))
             while len(self._jobs) > 4:  # a phase's batches; older jobs are done
                 self._jobs.popitem(last=False)
 
@@ -116,21 +122,15 @@ class EpisodeWorker:
         """Run one episode of `task` (the stored task's JSON) under a loaded job; return what it produced."""
         from arena.tasks.model import Task
         from ops.phases.eval_runner import episode_runner
-        from simulate.calls import add_observer
 
         started = time.perf_counter()
-        if job_id not in self._jobs:
-            raise LookupError(f"worker {self.name} has no job {job_id} (load_job first)")
-        job = self._jobs[job_id].job
-        if not self._observing:
-            add_observer(self._calls.append)
-            self._observing = True
+        state = self._job(job_id)
+        job = state.job
         if job.policy is not None:
             self.models.set("policy", job.policy)
         else:
             self._use_weights(job.policy_weights)
             await self._use_replicas(job.policy_replicas)
-        state = self._prepared(job_id)
         if item.env not in state.envs:
             raise LookupError(f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)")
         async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
@@ -144,23 +144,22 @@ class EpisodeWorker:
                 state.runners[item.task_id] = runner
             prepared = time.perf_counter()
             result = await runner(item)
-        self.episodes += 1
-        calls, self._calls[:] = [c.model_dump() for c in self._calls], []
-        return WorkerReply(
-            result=result.model_copy(update={"worker": self.name}),
-            seconds=time.perf_counter() - started,
-            prepare_seconds=prepared - started,
-            calls=calls,
-            sandbox_kills=self._new_kills(),
-        )
+        return self._reply(result.model_copy(update={"worker": self.name}), started, prepared - started)
 
     async def rollout(
         self, job_id: str, task: dict[str, Any], request_model: str | None, serving: list[str] | None
-    ) -> Any:
+    ) -> WorkerReply:
         """One of TRAIN's GRPO episodes against the policy server, token-exact (`ops.cluster.rollouts`)."""
         from ops.cluster.rollouts import run_rollout
 
         started = time.perf_counter()
+        state = self._job(job_id)
+        async with self._sandbox(state.ctx, state.job.needs_sandbox) as pool:
+            episode = await run_rollout(state, task, request_model, serving, pool)
+        return self._reply(episode, started)
+
+    def _job(self, job_id: str) -> _JobState:
+        """A loaded job; the model-call observer is installed before this worker's first episode."""
         if job_id not in self._jobs:
             raise LookupError(f"worker {self.name} has no job {job_id} (load_job first)")
         if not self._observing:
@@ -168,18 +167,19 @@ class EpisodeWorker:
 
             add_observer(self._calls.append)
             self._observing = True
-        state = self._prepared(job_id)
-        async with self._sandbox(state.ctx, state.job.needs_sandbox) as pool:
-            transcript, verdict = await run_rollout(state, task, request_model, serving, pool)
+        return self._jobs[job_id]
+
+    def _reply(self, result: Any, started: float, prepare_seconds: float | None = None) -> WorkerReply:
+        """`result` with the model calls and sandbox kills recorded since the last reply."""
         self.episodes += 1
         calls, self._calls[:] = [c.model_dump() for c in self._calls], []
-        return {
-            "transcript": transcript,
-            "verdict": verdict,
-            "seconds": time.perf_counter() - started,
-            "calls": calls,
-            "sandbox_kills": self._new_kills(),
-        }
+        return WorkerReply(
+            result=result,
+            seconds=time.perf_counter() - started,
+            prepare_seconds=prepare_seconds,
+            calls=calls,
+            sandbox_kills=self._new_kills(),
+        )
 
     async def shutdown(self) -> None:
         """Close the sandbox pool (its worker processes) before the actor goes."""
@@ -227,17 +227,6 @@ class EpisodeWorker:
             _progress=lambda done, total, note="": None,
             sandbox_available=job.sandbox_available,
         )
-
-    def _prepared(self, job_id: str) -> _JobState:
-        """The job with its context and environments (made on its first episode here)."""
-        from ops.phases.runtime import load_envs
-
-        state = self._jobs[job_id]
-        if state.ctx is None:
-            state.ctx = self._context(state.job)
-            # Loaded per job, so that environments SYNTHESIZE grew since the worker started are seen.
-            state.envs = load_envs(state.ctx)
-        return state
 
     @asynccontextmanager
     async def _sandbox(self, ctx: Any, needed: bool) -> AsyncIterator[Any]:
