@@ -291,3 +291,9 @@ def shared_pool(urls: Sequence[str], **settings: object) -> ReplicaPool:
 def find_shared_pool(urls: Sequence[str]) -> ReplicaPool | None:
     """The process's pool for these servers if a client made one (probes use it; they never make one)."""
     return _shared.get(_key(urls))
+
+
+def serving_urls(urls: Sequence[str]) -> list[str] | None:
+    """The replicas among `urls` that this process's pool lets serve (None: no client made a pool)."""
+    pool = find_shared_pool(urls)
+    return None if pool is None else [r.url for r in pool.replicas if r.serving]

@@ -67,7 +67,7 @@ def cluster_rollouts(
 ) -> Any:
     """The `RemoteEpisodes` that sends TRAIN's episodes to `ctx.cluster`'s workers."""
     from ops.cluster.worker import EpisodeJob
-    from simulate.replicas import find_shared_pool
+    from simulate.replicas import serving_urls
 
     job = EpisodeJob(
         round=ctx.round,
@@ -84,8 +84,6 @@ def cluster_rollouts(
     async def remote(key: str, policy: Any) -> tuple[Any, Any]:
         # What the daemon's publisher knows now: the newest update's served name, and which
         # replicas serve it (a replica that failed to load it must not be sampled on a worker).
-        pool = find_shared_pool(urls)
-        serving = [r.url for r in pool.replicas if r.serving] if pool is not None else None
-        return await send(by_key[key], getattr(policy, "request_model", None), serving)
+        return await send(by_key[key], getattr(policy, "request_model", None), serving_urls(urls))
 
     return remote

@@ -104,12 +104,11 @@ def _serving_policy_replicas(ctx: PhaseContext) -> list[str] | None:
     section = ctx.config.models.policy
     if section.backend != "http":
         return None
-    from simulate.replicas import find_shared_pool
+    from simulate.replicas import serving_urls
 
-    pool = find_shared_pool(section.urls)
-    if pool is None:  # no client built here yet: nothing was published or dropped
-        return list(section.urls)
-    return [r.url for r in pool.replicas if r.serving]
+    serving = serving_urls(section.urls)
+    # No client built here yet: nothing was published or dropped.
+    return list(section.urls) if serving is None else serving
 
 
 def episode_concurrency(ctx: PhaseContext) -> int:
