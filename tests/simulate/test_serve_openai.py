@@ -54,8 +54,12 @@ def few_shot() -> list[Any]:
 async def test_openai_client_streams_tool_calls_and_completes_token_ids(local_model) -> None:
     greedy: dict[str, Any] = {"model": "smol", "temperature": 0, "max_tokens": 48}
     hello = [{"role": "user", "content": "Hello! Who are you?"}]
-    async with serving(create_app(local_model, name="smol")) as url:
-        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600)
+    # The client is closed here: an unclosed openai client schedules its own close on whichever
+    # loop runs when it is garbage-collected, which fails a later test on this worker.
+    async with (
+        serving(create_app(local_model, name="smol")) as url,
+        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600) as client,
+    ):
         answers: dict[str, Any] = {}
 
         async def streamed() -> None:
