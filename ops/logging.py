@@ -99,6 +99,7 @@ def configure_logging(
         lib = logging.getLogger(name)
         lib.handlers.clear()
         lib.propagate = True
+        lib.setLevel(logging.NOTSET)  # a level an embedded server set earlier must not outlive this
     # httpx logs every request at INFO; that is noise for a daemon polling its model server.
     logging.getLogger("httpx").setLevel(max(numeric, logging.WARNING))
     logging.getLogger("uvicorn.access").setLevel(max(numeric, logging.WARNING))

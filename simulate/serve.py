@@ -192,7 +192,10 @@ async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncI
             await super().startup(sockets)
             ready.set()
 
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    # log_config=None: uvicorn's own dictConfig would give its loggers stream handlers that bypass
+    # the process's JSON logging (ops.logging); only their level is set.
+    config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off", access_log=False)
+    server = _Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         await ready.wait()
