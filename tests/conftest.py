@@ -32,6 +32,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the slow tests first (model ones first of all), each group in collection order.
+
+    pytest-xdist hands tests out in collection order: a minutes-long test collected late runs
+    alone at the end while the other worker has nothing left. Longest first keeps both busy.
+    """
+    items.sort(
+        key=lambda item: (item.get_closest_marker("model") is None, item.get_closest_marker("slow") is None)
+    )
+
+
 @pytest.fixture(autouse=True)
 def _structlog_as_it_was() -> Iterator[None]:
     """Give every test the structlog configuration the one before it had.
