@@ -160,6 +160,15 @@ class WorkerPool:
 
         return send
 
+    def synthesizer(self, job: EpisodeJob) -> Any:
+        """`run(request) -> SynthesisOutcome`: task synthesis and its gates on the workers."""
+        job_ref = _ray().put(job)
+
+        async def run(request: Any) -> Any:
+            return await self._call("synthesize", job.job_id, job_ref, request)
+
+        return run
+
     async def _call(self, method: str, job_id: str, job_ref: Any, *args: Any) -> Any:
         """`method(job_id, *args)`'s result from the least busy worker (the job loaded there first).
 
@@ -257,8 +266,8 @@ class WorkerPool:
 
         for raw in reply.calls:
             self.metrics.observe_call(CallRecord.model_validate(raw))
-        for reason, count in reply.sandbox_kills.items():
-            self.metrics.sandbox_kills.labels(reason=reason).inc(count)
+        for attr, labels, increase in reply.counters:
+            getattr(self.metrics, attr).labels(**labels).inc(increase)
 
     def _notify(self) -> None:
         self._changed.set()

@@ -7,8 +7,10 @@ It runs an episode exactly as the daemon would, through `ops.phases.eval_runner.
 and so the trainer's `run_and_verify`; it never opens the store. The daemon commits what it
 returns, so a worker lost mid-episode loses only that episode, which the daemon runs again.
 
-Model-call records and sandbox kills made here go back with each result, and the daemon feeds
-them into its own metrics: Prometheus keeps one scrape target, the daemon.
+Workers also run task synthesis and its gates (`synthesize`, `ops.phases.synth_requests`).
+Model-call records and the counters in `FORWARDED_COUNTERS` (sandbox kills, gate verdicts) made
+here go back with each result, and the daemon feeds them into its own metrics: Prometheus keeps
+one scrape target, the daemon.
 """
 
 from __future__ import annotations
@@ -63,7 +65,12 @@ class WorkerReply(BaseModel):
     seconds: float = 0.0  # the episode on the worker, from the call's arrival to its reply
     prepare_seconds: float | None = None  # of which preparing the task (`run`: once per job and task)
     calls: list[dict[str, Any]] = Field(default_factory=list)
-    sandbox_kills: dict[str, float] = Field(default_factory=dict)
+    # (Metrics attribute, labels, increase) of the counters in FORWARDED_COUNTERS since the last reply.
+    counters: list[tuple[str, dict[str, str], float]] = Field(default_factory=list)
+
+
+# The worker's counters the daemon adds to its own (model calls come as `calls` records instead).
+FORWARDED_COUNTERS = ("sandbox_kills", "synthesis_gate", "tasks_synthesized")
 
 
 @dataclass
@@ -96,7 +103,7 @@ class EpisodeWorker:
         self.name = f"{_node_id()[:12]}/{os.getpid()}"
         self.episodes = 0
         self._calls: list[Any] = []
-        self._kills_seen: dict[str, float] = {}
+        self._counted: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self._jobs: OrderedDict[str, _JobState] = OrderedDict()
         self._pool: Any = None
         self._pool_task: asyncio.Task[None] | None = None
@@ -158,6 +165,17 @@ class EpisodeWorker:
             episode = await run_rollout(state, task, request_model, serving, pool)
         return self._reply(episode, started)
 
+    async def synthesize(self, job_id: str, request: Any) -> WorkerReply:
+        """Run one `SynthesisRequest` (graph tasks through their gates, or simulated tasks) here."""
+        from ops.phases.synth_requests import run_request
+
+        started = time.perf_counter()
+        state = self._job(job_id)
+        env = state.envs.get(request.env)
+        async with self._sandbox(state.ctx, env is not None and env.sandboxed) as pool:
+            outcome = await run_request(state.ctx, state.envs, request, pool)
+        return self._reply(outcome, started)
+
     def _job(self, job_id: str) -> _JobState:
         """A loaded job; the model-call observer is installed before this worker's first episode."""
         if job_id not in self._jobs:
@@ -170,7 +188,7 @@ class EpisodeWorker:
         return self._jobs[job_id]
 
     def _reply(self, result: Any, started: float, prepare_seconds: float | None = None) -> WorkerReply:
-        """`result` with the model calls and sandbox kills recorded since the last reply."""
+        """`result` with the model calls and forwarded counters recorded since the last reply."""
         self.episodes += 1
         calls, self._calls[:] = [c.model_dump() for c in self._calls], []
         return WorkerReply(
@@ -178,7 +196,7 @@ class EpisodeWorker:
             seconds=time.perf_counter() - started,
             prepare_seconds=prepare_seconds,
             calls=calls,
-            sandbox_kills=self._new_kills(),
+            counters=self._counter_increases(),
         )
 
     async def shutdown(self) -> None:
@@ -257,18 +275,21 @@ class EpisodeWorker:
             self._pool = None
             self._pool_ready.set()
 
-    def _new_kills(self) -> dict[str, float]:
+    def _counter_increases(self) -> list[tuple[str, dict[str, str], float]]:
         now = {
-            sample.labels["reason"]: sample.value
-            for metric in self.metrics.sandbox_kills.collect()
+            (attr, tuple(sorted(sample.labels.items()))): sample.value
+            for attr in FORWARDED_COUNTERS
+            for metric in getattr(self.metrics, attr).collect()
             for sample in metric.samples
             if sample.name.endswith("_total")
         }
-        delta = {
-            r: v - self._kills_seen.get(r, 0.0) for r, v in now.items() if v > self._kills_seen.get(r, 0.0)
-        }
-        self._kills_seen = now
-        return delta
+        increases = [
+            (attr, dict(labels), value - self._counted.get((attr, labels), 0.0))
+            for (attr, labels), value in now.items()
+            if value > self._counted.get((attr, labels), 0.0)
+        ]
+        self._counted = now
+        return increases
 
 
 def follow_daemon(pool: Any, serving: list[str]) -> None:

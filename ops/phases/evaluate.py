@@ -26,10 +26,11 @@ from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
-from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
+from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
-from ops.phases.tasks import graph_tasks, pick, save_tasks, stored_tasks
+from ops.phases.synth_requests import SynthesisRequest, graph_request, request_runner, synthesize_for_envs
+from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
 
 log = structlog.get_logger(__name__)
@@ -165,23 +166,20 @@ class EvaluatePhase(BasePhase):
         """Fresh tasks per evaluated environment (the stored ones when the phase restarts)."""
         n = ctx.config.round.eval_tasks_per_env
         have = await stored_tasks(ctx, chosen, ("graph", "simulated"))
-        tasks: list[Any] = []
-        reports: list[dict[str, Any]] = []
-        for name in chosen:
-            if name in have:
-                tasks.extend(have[name])
-                continue
-            await ctx.safe_point()
-            ctx.progress(0, 0, f"synthesizing tasks for {name}")
-            env = envs[name]
-            if env.kind == "executable":
-                fresh = await graph_tasks(
-                    ctx, env, n, seed=ctx.seed, difficulty=levels[name], sandbox=pool, reports=reports
+        requests = {
+            name: [
+                graph_request(ctx, name, n, seed=ctx.seed, difficulty=levels[name], with_helper=False)
+                if envs[name].kind == "executable"
+                else SynthesisRequest(
+                    kind="simulated_eval", env=name, n=n, seed=ctx.seed, difficulty=levels[name]
                 )
-            else:
-                fresh = await simulated_tasks(ctx, env, n, levels[name], seed=ctx.seed)
-            await save_tasks(ctx, fresh)
-            tasks.extend(fresh)
+            ]
+            for name in chosen
+            if name not in have
+        }
+        run, concurrency = request_runner(ctx, envs, pool)
+        made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+        tasks = [t for name in chosen for t in (have[name] if name in have else made[name])]
         return tasks, reports
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:

@@ -16,6 +16,8 @@ Every task passes the gates; acceptance per gate goes to `arena_synthesis_gate_t
 stored with the round (and reused if the phase restarts). The output lists each task with its
 origin, difficulty, the motif it was aimed at and the motifs it exercises, with counts per
 environment, origin and motif for `arena report`.
+In cluster mode steps 2, 4 and 5 run on the Ray workers, several environments at once
+(`ops.phases.synth_requests`); the daemon keeps the metrics, the yardstick exclusion and the store.
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ import anyio
 import structlog
 
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.cheap_tasks import simulated_training_tasks
 from ops.phases.new_envs import build_new_envs, new_env_guidelines, report_records
 from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
-from ops.phases.tasks import graph_tasks, save_tasks, stored_tasks
+from ops.phases.synth_requests import SynthesisRequest, graph_request, request_runner, synthesize_for_envs
+from ops.phases.tasks import stored_tasks
 
 log = structlog.get_logger(__name__)
 
@@ -71,59 +73,43 @@ class SynthesizePhase(BasePhase):
         spread: dict[str, list[dict[str, Any]]] = plan.get("spread", {})
         have = await stored_tasks(ctx, list(budget), ("graph", "targeted", "simulated"))
         cheap: dict[str, dict[str, Any]] = plan.get("simulated", {})
-        helper = await ctx.models.helper() if ctx.config.synthesis.writer == "model" else None
         # Distractor tools come from environments the policy does not train on in this round.
         pool_names = [f"{n}/{t}" for n, e in sorted(envs.items()) if n not in budget for t in e.tool_names]
-        reports: list[dict[str, Any]] = []
-        tasks: list[Any] = []
-        needs_pool = any(envs[e].sandboxed for e in budget)
-        async with sandbox_pool(ctx, needed=needs_pool) as pool:
-            for done, name in enumerate(budget):
-                await ctx.safe_point()
-                ctx.progress(done, len(budget), f"synthesizing for {name}")
-                if name in have:
-                    tasks.extend(have[name])
-                    continue
-                common = {
-                    "sandbox": pool,
-                    "helper": helper,
-                    "distractor_pool": pool_names,
-                    "reports": reports,
-                }
-                fresh: list[Any] = []
-                if envs[name].kind == "simulated":
-                    point = cheap.get(name, {"n": budget[name], "difficulty": {}})
-                    fresh += await simulated_training_tasks(
-                        ctx,
-                        envs[name],
-                        int(point["n"]),
-                        _difficulty(point["difficulty"]),
+        requests: dict[str, list[SynthesisRequest]] = {}
+        for name in budget:
+            if name in have:
+                continue
+            batch: list[SynthesisRequest] = []
+            if envs[name].kind == "simulated":
+                point = cheap.get(name, {"n": budget[name], "difficulty": {}})
+                batch.append(
+                    SynthesisRequest(
+                        kind="simulated_training",
+                        env=name,
+                        n=int(point["n"]),
                         seed=ctx.seed,
-                        reports=reports,
-                    )
-                guideline = guidelines.get(name)
-                if guideline is not None:
-                    fresh += await graph_tasks(
-                        ctx,
-                        envs[name],
-                        guideline.n_tasks,
-                        seed=ctx.seed,
-                        difficulty=None,
-                        guideline=guideline,
-                        **common,
-                    )
-                for i, point in enumerate(spread.get(name, []), start=1):
-                    fresh += await graph_tasks(
-                        ctx,
-                        envs[name],
-                        int(point["n"]),
-                        seed=ctx.seed + _SEED_STRIDE * i,
                         difficulty=_difficulty(point["difficulty"]),
-                        **common,
                     )
-                await save_tasks(ctx, fresh)
-                tasks.extend(fresh)
-        ctx.progress(len(budget), len(budget))
+                )
+            graph = {"distractor_pool": pool_names, "with_helper": ctx.config.synthesis.writer == "model"}
+            guideline = guidelines.get(name)
+            if guideline is not None:
+                batch.append(
+                    graph_request(ctx, name, guideline.n_tasks, seed=ctx.seed, guideline=guideline, **graph)
+                )
+            for i, point in enumerate(spread.get(name, []), start=1):
+                difficulty = _difficulty(point["difficulty"])
+                seed = ctx.seed + _SEED_STRIDE * i
+                batch.append(
+                    graph_request(ctx, name, int(point["n"]), seed=seed, difficulty=difficulty, **graph)
+                )
+            requests[name] = batch
+
+        needs_pool = ctx.cluster is None and any(envs[e].sandboxed for e in requests)
+        async with sandbox_pool(ctx, needed=needs_pool) as pool:
+            run, concurrency = request_runner(ctx, envs, pool)
+            made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+        tasks = [t for name in budget for t in (have[name] if name in have else made[name])]
         kept = sum(r["kept"] for r in reports)
         requested = sum(r["requested"] for r in reports)
         listed = describe_tasks(tasks, envs, guidelines)

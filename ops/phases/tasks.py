@@ -10,13 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
-
 from arena.store import TaskRow, repo
 from ops.phases.base import PhaseContext
-from ops.phases.runtime import record_synthesis
-
-log = structlog.get_logger(__name__)
 
 
 def task_row(task: Any, round_no: int) -> TaskRow:
@@ -58,69 +53,32 @@ async def graph_tasks(
     seed: int,
     difficulty: Any,
     sandbox: Any,
-    helper: Any = None,
     guideline: Any = None,
     distractor_pool: Sequence[str] = (),
     reports: list[dict[str, Any]],
     label: str | None = None,
 ) -> list[Any]:
-    """`n` gated graph tasks (targeted when a `guideline` is given); the report goes to metrics and `reports`.
+    """`n` gated graph tasks synthesized here by the template writer (targeted with a `guideline`).
 
-    `label` names the tasks' use in the metrics (`yardstick` when drawing it; default the origin).
-    Any other task that repeats a yardstick task of the environment is dropped: the yardstick is
-    never trained on, and a graph walk from another seed can land on the same exercise.
+    `label` names the tasks' use in the metrics (`yardstick` when drawing it; default the origin);
+    the report goes to metrics and `reports`. Any other task that repeats a yardstick task of the
+    environment is dropped (`ops.phases.synth_requests.accept_outcome`).
     """
-    from arena.synth.filters import GateConfig
-    from arena.synth.graph_tasks import synthesize_graph_tasks
-    from arena.synth.targeted import guideline_bias
+    from ops.phases.synth_requests import accept_outcome, graph_request, run_request
 
-    if env.sandboxed and sandbox is not None:
-        await env.describe(sandbox)  # a synthesized env's tool schemas and write tools (idempotent)
-    writer = ctx.config.synthesis.writer if helper is not None else "template"
-    attempts = max(8, n * ctx.config.synthesis.max_attempts)
-    kwargs: dict[str, Any] = {
-        "seed": seed,
-        "helper": helper if writer == "model" else None,
-        "writer": writer,
-        "sandbox": sandbox if env.sandboxed else None,
-        "gates": GateConfig(),
-        "round_id": ctx.round,
-        "max_attempts": attempts,
-        "distractor_pool": distractor_pool,
-    }
-    origin = "graph"
-    if guideline is not None:
-        origin = "targeted"
-        kwargs |= {
-            "difficulty": guideline.difficulty,
-            "bias": guideline_bias(env, guideline),
-            "guidance": " ".join(
-                p for p in (guideline.failure_pattern.strip(), guideline.skill.strip()) if p
-            ),
-            "origin": "targeted",
-        }
-    else:
-        kwargs["difficulty"] = difficulty
-    result = await synthesize_graph_tasks(env, n, **kwargs)
-    reports.append(record_synthesis(ctx, result.report, label or origin))
-    tasks = list(result.tasks)
-    if label != "yardstick":
-        from ops.phases.yardstick import fingerprint, fingerprints
-
-        held = await fingerprints(ctx, env.name)
-        tasks = [t for t in tasks if fingerprint(t) not in held]
-        if len(tasks) < len(result.tasks):
-            log.info("synth.yardstick_excluded", env=env.name, dropped=len(result.tasks) - len(tasks))
-    log.info(
-        "synth.done",
-        env=env.name,
-        origin=origin,
-        requested=n,
-        kept=len(tasks),
-        rejections=result.report.rejections,
-        seconds=round(result.report.seconds, 2),
+    request = graph_request(
+        ctx,
+        env.name,
+        n,
+        seed=seed,
+        difficulty=difficulty,
+        guideline=guideline,
+        distractor_pool=distractor_pool,
+        label=label,
+        with_helper=False,
     )
-    return tasks
+    outcome = await run_request(ctx, {env.name: env}, request, sandbox)
+    return await accept_outcome(ctx, request, outcome, reports)
 
 
 def pick(

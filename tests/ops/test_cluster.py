@@ -264,3 +264,83 @@ async def test_grpo_rollouts_from_the_policy_server_run_on_the_workers_token_exa
     # The sampler's log-probs crossed with the chains: the step's importance ratios sit near 1.
     (step,) = seen
     assert step.importance_ratio_mean is not None and 0.9 < step.importance_ratio_mean < 1.1
+
+
+@pytest.mark.anyio
+async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_local_mode(
+    make_config, fresh_pg_database, ray_cluster, phase_context
+) -> None:
+    """SYNTHESIZE's requests run on both workers, several environments at once; being deterministic
+    in their seeds, they give exactly the tasks local mode gives, and the daemon records the gates
+    and stores the tasks."""
+    from arena.synth.targeted import Guideline
+    from ops.cluster.pool import WorkerPool
+    from ops.phases.runtime import load_envs
+    from ops.phases.synth_requests import graph_request, request_runner, run_request, synthesize_for_envs
+    from ops.phases.tasks import stored_tasks
+
+    config = make_config(
+        ARENA_DATABASE_URL=fresh_pg_database,
+        ARENA_CLUSTER__BACKEND="ray",
+        ARENA_RAY_ADDRESS=ray_cluster.address,
+        ARENA_CLUSTER__WORKERS="2",
+        ARENA_CLUSTER__WORKER_CONCURRENCY="2",
+    )
+    async with Store(fresh_pg_database) as store:
+        await store.migrate()
+        ctx = phase_context(config, store, phase="synthesize")
+        envs = load_envs(ctx)
+        names = ["banking", "library", "calendar"]
+        guideline = Guideline(env="library", failure_pattern="renews the wrong loan", n_tasks=2)
+        requests = {
+            name: [graph_request(ctx, name, 3, seed=11, difficulty=None, with_helper=False)] for name in names
+        }
+        requests["library"].append(
+            graph_request(ctx, "library", 2, seed=11, guideline=guideline, with_helper=False)
+        )
+        expected = {
+            name: [t for r in batch for t in (await run_request(ctx, envs, r, None)).tasks]
+            for name, batch in requests.items()
+        }
+        pool = await WorkerPool(config, ctx.metrics).connect()
+        try:
+            ctx.cluster = pool
+            run, concurrency = request_runner(ctx, envs, None)
+            assert concurrency == 4
+            made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+            per_worker = {w.name: w.episodes for w in pool.workers.values()}
+        finally:
+            await pool.close()
+        stored = await stored_tasks(ctx, names, ("graph", "targeted"))
+    assert made == expected and all(made[name] for name in names)
+    assert any(t.origin == "targeted" for t in made["library"])
+    assert len(per_worker) == 2 and all(per_worker.values()) and sum(per_worker.values()) == 4
+    assert [r["env"] for r in reports] == ["banking", "library", "library", "calendar"]
+    accepted = ctx.metrics.synthesis_gate.labels(gate="gold", result="accepted")._value.get()
+    assert accepted >= sum(len(v) for v in made.values())
+    assert {n: sorted(t.id for t in v) for n, v in stored.items()} == {
+        n: sorted(t.id for t in v) for n, v in made.items()
+    }
+
+
+def test_a_workers_counters_reach_the_daemons_metrics_once() -> None:
+    """Gate verdicts and sandbox kills counted on a worker are added to the daemon's counters, each
+    increase once (the next reply carries only what was counted since)."""
+    from ops.cluster.pool import WorkerPool
+    from ops.cluster.worker import EpisodeWorker
+    from ops.metrics import Metrics
+
+    worker = EpisodeWorker.__new__(EpisodeWorker)  # the actor's state without a Ray runtime
+    worker.metrics, worker._counted, worker._calls, worker.episodes = Metrics(), {}, [], 0
+    daemon = WorkerPool.__new__(WorkerPool)
+    daemon.metrics = Metrics()
+    worker.metrics.synthesis_gate.labels(gate="sim_judge", result="rejected").inc(3)
+    worker.metrics.tasks_synthesized.labels(origin="simulated").inc(2)
+    daemon._record(worker._reply(None, 0.0))
+    worker.metrics.sandbox_kills.labels(reason="timeout").inc()
+    daemon._record(worker._reply(None, 0.0))
+    daemon._record(worker._reply(None, 0.0))
+    got = daemon.metrics
+    assert got.synthesis_gate.labels(gate="sim_judge", result="rejected")._value.get() == 3
+    assert got.tasks_synthesized.labels(origin="simulated")._value.get() == 2
+    assert got.sandbox_kills.labels(reason="timeout")._value.get() == 1
