@@ -6,6 +6,7 @@ Callers open a transaction with `Store.transaction()` and pass the session in, s
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -36,16 +37,32 @@ async def _upsert(
     session: AsyncSession, model: type[SQLModel], values: dict[str, Any], keys: Sequence[str]
 ) -> None:
     """INSERT ... ON CONFLICT (keys) DO UPDATE, on SQLite and PostgreSQL alike."""
-    table = model.__table__  # type: ignore[attr-defined]
+    await _upsert_many(session, model, [values], keys)
+
+
+async def _upsert_many(
+    session: AsyncSession, model: type[SQLModel], rows: Sequence[dict[str, Any]], keys: Sequence[str]
+) -> None:
+    """`_upsert` of several rows with the same columns in one statement (an executemany)."""
+    if not rows:
+        return
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    stmt = insert(table).values(**values)
-    update = {k: stmt.excluded[k] for k in values if k not in keys and k != "id"}
+    stmt = _upsert_statement(model, dialect, tuple(keys), tuple(rows[0]))
+    await session.exec(stmt, params=list(rows))  # type: ignore[call-overload]
+
+
+@functools.cache
+def _upsert_statement(
+    model: type[SQLModel], dialect: str, keys: tuple[str, ...], columns: tuple[str, ...]
+) -> Any:
+    # Built once per table and column set: building the ON CONFLICT clause (its EXCLUDED alias of
+    # every column) cost more CPU than the INSERT itself, once per stored episode.
+    table = model.__table__  # type: ignore[attr-defined]
+    stmt = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    update = {k: stmt.excluded[k] for k in columns if k not in keys and k != "id"}
     if update:
-        stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=update)
-    else:
-        stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
-    await session.exec(stmt)
+        return stmt.on_conflict_do_update(index_elements=list(keys), set_=update)
+    return stmt.on_conflict_do_nothing(index_elements=list(keys))
 
 
 def _values(row: SQLModel, *, skip: Sequence[str] = ()) -> dict[str, Any]:
@@ -195,7 +212,15 @@ async def tasks_for_round(session: AsyncSession, round_no: int) -> list[TaskRow]
 
 async def upsert_episode(session: AsyncSession, row: EpisodeRow) -> None:
     """Store an episode keyed by (round, task_id, sample_idx); rerunning the same key replaces it."""
-    await _upsert(session, EpisodeRow, _values(row, skip=("id",)), ["round", "task_id", "sample_idx"])
+    await upsert_episodes(session, [row])
+
+
+async def upsert_episodes(session: AsyncSession, rows: Sequence[EpisodeRow]) -> None:
+    """`upsert_episode` of several episodes in one statement (a group commit's batch)."""
+    # One statement cannot update a row twice (PostgreSQL refuses it): the last of a key wins.
+    latest = {(row.round, row.task_id, row.sample_idx): row for row in rows}
+    values = [_values(row, skip=("id",)) for row in latest.values()]
+    await _upsert_many(session, EpisodeRow, values, ["round", "task_id", "sample_idx"])
 
 
 async def episode_keys(

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem, episode_row, run_items
+from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, episode_row, run_items
 
 log = structlog.get_logger(__name__)
 FAKE = "scripted-reference-fake"
@@ -45,6 +45,8 @@ class ScaleRun(BaseModel):
     episodes_per_s: float
     passed: int
     daemon_cpu_ms_per_episode: float = 0.0  # the daemon process's CPU (all threads) per episode
+    worker_cpu_ms_per_episode: float | None = None  # Ray only: the workers' processes, all together
+    batch_size: int | None = None  # Ray only: episodes per call to a worker
     dispatch_overhead_ms: float | None = None  # Ray only: round trip beyond the worker's own time
     instance_creation_ms: float | None = None  # Ray only: the worker's environment instance + tool view
 
@@ -102,25 +104,38 @@ def work_items(tasks: list[Any], count: int, *, offset: int = 0) -> list[WorkIte
 
 
 async def measure(
-    ctx: Any, runner: Runner, tasks: list[Any], *, episodes: int, warmup: int, concurrency: int
-) -> tuple[float, float, int]:
-    """Seconds and daemon CPU seconds for `episodes` after `warmup` untimed ones, and how many passed."""
+    ctx: Any,
+    runner: Runner | BatchRunner,
+    tasks: list[Any],
+    *,
+    episodes: int,
+    warmup: int,
+    concurrency: int,
+    probe: Callable[[], Awaitable[float]] | None = None,
+) -> tuple[float, float, int, float | None]:
+    """Seconds and daemon CPU seconds for `episodes` after `warmup` untimed ones, how many passed,
+    and how much `probe` (a counter such as the workers' CPU seconds) grew over the timed part."""
     from arena.store import repo
 
     passed = 0
 
-    async def save(s: Any, item: WorkItem, result: EpisodeResult) -> None:
+    async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
         nonlocal passed
-        passed += bool(result.passed)
-        await repo.upsert_episode(s, episode_row(ctx.round, item, result, "bench"))
+        passed += sum(bool(result.passed) for _, result in batch)
+        await repo.upsert_episodes(
+            s, [episode_row(ctx.round, item, result, "bench") for item, result in batch]
+        )
 
     warm = work_items(tasks, warmup, offset=10_000)
     await run_items(ctx, warm, runner, done=set(), save=save, concurrency=concurrency)
     passed = 0
     items = work_items(tasks, episodes)
+    before = await probe() if probe is not None else 0.0
     started, cpu = time.perf_counter(), time.process_time()
     await run_items(ctx, items, runner, done=set(), save=save, concurrency=concurrency)
-    return time.perf_counter() - started, time.process_time() - cpu, passed
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    grew = (await probe() - before) if probe is not None else None
+    return seconds, cpu, passed, grew
 
 
 @contextmanager

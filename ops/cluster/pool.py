@@ -1,7 +1,8 @@
 """The daemon's side of cluster mode: a pool of episode workers on a Ray cluster.
 
-The daemon stays the single owner of the round loop and of the store: it sends one episode at a
-time to the worker with the fewest in flight, awaits the reply, and commits it. Failure handling
+The daemon stays the single owner of the round loop and of the store: it sends episodes in
+batches of `cluster.batch_size` (task synthesis and TRAIN's rollouts one at a time) to the worker
+with the fewest in flight, awaits the reply, and commits it. Failure handling
 is ours, not Ray's: workers are created with `max_restarts=0`, so a lost node or killed process
 surfaces at once as `RayActorError` on every call it held; those episodes go back to the queue
 and run on another worker (nothing of theirs was committed), while a replacement worker is asked
@@ -25,7 +26,7 @@ import anyio
 import structlog
 
 from ops.cluster.worker import EpisodeJob, EpisodeWorker, WorkerReply
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem
+from ops.phases.episodes import BatchRunner, EpisodeResult, WorkItem
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
@@ -86,7 +87,7 @@ class WorkerPool:
         self._remote = ray.remote(EpisodeWorker).options(
             num_cpus=self.cluster.worker_cpus,
             max_restarts=0,
-            max_concurrency=self.cluster.worker_concurrency + 1,
+            max_concurrency=self._worker_limit(batched=True) + 1,
             scheduling_strategy="SPREAD",
         )
         for _ in range(self.cluster.workers):
@@ -139,17 +140,34 @@ class WorkerPool:
 
     @property
     def capacity(self) -> int:
-        """Episodes the pool can have in flight (every planned worker at its concurrency)."""
+        """Single calls (rollouts, synthesis) the pool can have in flight: every planned worker at
+        its concurrency."""
         return self.cluster.workers * self.cluster.worker_concurrency
 
-    def runner(self, job: EpisodeJob, tasks: dict[str, dict[str, Any]]) -> Runner:
-        """A phase's `Runner`: every item of `tasks` (task id -> stored task JSON) on the cluster."""
+    @property
+    def episode_capacity(self) -> int:
+        """Episodes in flight through `runner`: every worker's running ones plus one batch waiting
+        there, so that a worker never idles while a reply and the next batch cross."""
+        return self.cluster.workers * self._worker_limit(batched=True)
+
+    def _worker_limit(self, *, batched: bool) -> int:
+        """Episodes one worker may hold: its concurrency, and for batches room for one more batch
+        than it runs at once (two when a batch alone fills it)."""
+        concurrency, size = self.cluster.worker_concurrency, self.cluster.batch_size
+        return max(concurrency, size) + size if batched else concurrency
+
+    def runner(self, job: EpisodeJob, tasks: dict[str, dict[str, Any]]) -> BatchRunner:
+        """A phase's runner: the items of `tasks` (task id -> stored task JSON) on the cluster, in
+        batches of `cluster.batch_size`."""
         job_ref = _ray().put(job)
 
-        async def run(item: WorkItem) -> EpisodeResult:
-            return await self._call("run", job.job_id, job_ref, item, tasks[item.task_id])
+        async def run(items: list[WorkItem]) -> list[EpisodeResult]:
+            bare = [item.model_copy(update={"task": {}}) for item in items]  # the task crosses once, below
+            return await self._call(
+                "run", job.job_id, job_ref, bare, [tasks[i.task_id] for i in items], weight=len(items)
+            )
 
-        return run
+        return BatchRunner(run=run, size=self.cluster.batch_size)
 
     def rollouts(self, job: EpisodeJob) -> Any:
         """`send(task, request_model, serving) -> (transcript, verdict)`: TRAIN's episodes of `job`."""
@@ -169,16 +187,17 @@ class WorkerPool:
 
         return run
 
-    async def _call(self, method: str, job_id: str, job_ref: Any, *args: Any) -> Any:
+    async def _call(self, method: str, job_id: str, job_ref: Any, *args: Any, weight: int = 0) -> Any:
         """`method(job_id, *args)`'s result from the least busy worker (the job loaded there first).
 
-        A worker lost mid-call only sends the call to another; its metrics are recorded here.
+        `weight`: the episodes of a batch (0: a single call). A worker lost mid-call only sends the
+        call to another; its metrics are recorded here.
         """
         from ray.exceptions import RayActorError, RayTaskError
 
         while True:
-            worker = await self._pick()
-            worker.in_flight += 1
+            worker = await self._pick(weight)
+            worker.in_flight += max(1, weight)
             sent = time.perf_counter()
             try:
                 if job_id not in worker.jobs:
@@ -197,19 +216,24 @@ class WorkerPool:
                 # The episode itself failed (a model down, a bug): as in local mode, the phase fails.
                 raise exc.as_instanceof_cause() from None
             finally:
-                worker.in_flight -= 1
+                worker.in_flight -= max(1, weight)
                 self._notify()
-            worker.episodes += 1
-            self.overhead_s.append(max(0.0, time.perf_counter() - sent - reply.seconds))
+            worker.episodes += max(1, weight)
+            # Per episode: a batch's episodes share its dispatch.
+            self.overhead_s.append(max(0.0, time.perf_counter() - sent - reply.seconds) / max(1, weight))
             if reply.prepare_seconds is not None:
                 self.prepare_s.append(reply.prepare_seconds)
             self._record(reply)
             return reply.result
 
-    async def _pick(self) -> _Worker:
+    async def _pick(self, weight: int) -> _Worker:
+        limit = self._worker_limit(batched=weight > 0)
         while True:
             self._admit_started()
-            free = [w for w in self.workers.values() if w.in_flight < self.cluster.worker_concurrency]
+            # A batch may wait on a worker behind the episodes it runs; a single call may not.
+            free = [
+                w for w in self.workers.values() if w.in_flight + max(1, weight) <= limit or not w.in_flight
+            ]
             if free:
                 return min(free, key=lambda w: (w.in_flight, w.episodes))
             if not self.workers and not self.starting:
@@ -277,6 +301,11 @@ class WorkerPool:
         if self.metrics is not None:
             self.metrics.cluster_workers.labels(state="ready").set(len(self.workers))
             self.metrics.cluster_workers.labels(state="starting").set(len(self.starting))
+
+    async def workers_cpu_s(self) -> float:
+        """The CPU seconds the ready workers' processes have used so far, all together."""
+        answers = [await w.actor.ready.remote() for w in self.workers.values()]
+        return sum(a["cpu_s"] for a in answers)
 
     # --- status ---------------------------------------------------------------------------------
 

@@ -61,9 +61,11 @@ class WorkerReply(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    result: Any  # an `EpisodeResult` (`run`), or TRAIN's (transcript, verdict) (`rollout`)
-    seconds: float = 0.0  # the episode on the worker, from the call's arrival to its reply
-    prepare_seconds: float | None = None  # of which preparing the task (`run`: once per job and task)
+    # `run`: a batch's `EpisodeResult`s; `rollout`: TRAIN's (transcript, verdict); `synthesize`: a
+    # `SynthesisOutcome`.
+    result: Any
+    seconds: float = 0.0  # the call on the worker, from its arrival to its reply
+    prepare_seconds: float | None = None  # `run`: preparing a task, per episode (once per job and task)
     calls: list[dict[str, Any]] = Field(default_factory=list)
     # (Metrics attribute, labels, increase) of the counters in FORWARDED_COUNTERS since the last reply.
     counters: list[tuple[str, dict[str, str], float]] = Field(default_factory=list)
@@ -94,9 +96,13 @@ class EpisodeWorker:
     """Runs episodes of the daemon's phases (wrapped with `ray.remote` by `ops.cluster.pool`)."""
 
     def __init__(self, config: Any) -> None:
+        from ops.logging import configure_logging
         from ops.metrics import Metrics
         from ops.models import ModelHub
 
+        # The daemon's level and format ("auto" is JSON: stdout here is Ray's per-worker log file,
+        # named after the worker's pid).
+        configure_logging(config.logging.level, config.logging.format)
         self.config = config
         self.metrics = Metrics()
         self.models = ModelHub(config, self.metrics)
@@ -109,10 +115,17 @@ class EpisodeWorker:
         self._pool_task: asyncio.Task[None] | None = None
         self._pool_ready: asyncio.Event | None = None
         self._observing = False
+        self._running: asyncio.Semaphore | None = None
 
     async def ready(self) -> dict[str, Any]:
         """Who and where this worker is (the pool awaits it before sending episodes)."""
-        return {"worker": self.name, "node": _node_id(), "pid": os.getpid(), "episodes": self.episodes}
+        return {
+            "worker": self.name,
+            "node": _node_id(),
+            "pid": os.getpid(),
+            "episodes": self.episodes,
+            "cpu_s": time.process_time(),  # this process's CPU so far (`arena bench scale`)
+        }
 
     async def load_job(self, job: EpisodeJob) -> None:
         """Keep `job`, its context and environments for the episodes that name it (sent once per worker)."""
@@ -125,11 +138,9 @@ class EpisodeWorker:
             while len(self._jobs) > 4:  # a phase's batches; older jobs are done
                 self._jobs.popitem(last=False)
 
-    async def run(self, job_id: str, item: WorkItem, task: dict[str, Any]) -> WorkerReply:
-        """Run one episode of `task` (the stored task's JSON) under a loaded job; return what it produced."""
-        from arena.tasks.model import Task
-        from ops.phases.eval_runner import episode_runner
-
+    async def run(self, job_id: str, items: list[WorkItem], tasks: list[dict[str, Any]]) -> WorkerReply:
+        """Run a batch of episodes under a loaded job (`tasks[i]`: the stored task JSON of `items[i]`),
+        at most `cluster.worker_concurrency` at once across calls; reply when all are done."""
         started = time.perf_counter()
         state = self._job(job_id)
         job = state.job
@@ -138,20 +149,46 @@ class EpisodeWorker:
         else:
             self._use_weights(job.policy_weights)
             await self._use_replicas(job.policy_replicas)
-        if item.env not in state.envs:
-            raise LookupError(f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)")
+        for item in items:
+            if item.env not in state.envs:
+                raise LookupError(
+                    f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)"
+                )
+        prepare = [0.0]
         async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
+            results = await asyncio.gather(
+                *(
+                    self._run_one(state, item, task, pool, prepare)
+                    for item, task in zip(items, tasks, strict=True)
+                )
+            )
+        return self._reply(list(results), started, prepare[0] / max(1, len(items)), episodes=len(items))
+
+    async def _run_one(
+        self, state: _JobState, item: WorkItem, task: dict[str, Any], pool: Any, prepare: list[float]
+    ) -> Any:
+        from arena.tasks.model import Task
+        from ops.phases.eval_runner import episode_runner
+
+        async with self._slots():
+            started = time.perf_counter()
             runner = state.runners.get(item.task_id)
             if runner is None:
                 runner, runnable, skipped = await episode_runner(
-                    state.ctx, state.envs, [Task.model_validate(task)], job.tconf, pool
+                    state.ctx, state.envs, [Task.model_validate(task)], state.job.tconf, pool
                 )
                 if item.task_id not in runnable:
                     raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
                 state.runners[item.task_id] = runner
-            prepared = time.perf_counter()
+            prepare[0] += time.perf_counter() - started
             result = await runner(item)
-        return self._reply(result.model_copy(update={"worker": self.name}), started, prepared - started)
+        return result.model_copy(update={"worker": self.name})
+
+    def _slots(self) -> asyncio.Semaphore:
+        # Episodes running at once on this worker, whatever number of batches it holds.
+        if self._running is None:
+            self._running = asyncio.Semaphore(self.config.cluster.worker_concurrency)
+        return self._running
 
     async def rollout(
         self, job_id: str, task: dict[str, Any], request_model: str | None, serving: list[str] | None
@@ -174,7 +211,7 @@ class EpisodeWorker:
         env = state.envs.get(request.env)
         async with self._sandbox(state.ctx, env is not None and env.sandboxed) as pool:
             outcome = await run_request(state.ctx, state.envs, request, pool)
-        return self._reply(outcome, started)
+        return self._reply(outcome, started, counters=FORWARDED_COUNTERS)
 
     def _job(self, job_id: str) -> _JobState:
         """A loaded job; the model-call observer is installed before this worker's first episode."""
@@ -187,16 +224,30 @@ class EpisodeWorker:
             self._observing = True
         return self._jobs[job_id]
 
-    def _reply(self, result: Any, started: float, prepare_seconds: float | None = None) -> WorkerReply:
-        """`result` with the model calls and forwarded counters recorded since the last reply."""
-        self.episodes += 1
+    def _reply(
+        self,
+        result: Any,
+        started: float,
+        prepare_seconds: float | None = None,
+        *,
+        episodes: int = 1,
+        counters: tuple[str, ...] | None = None,
+    ) -> WorkerReply:
+        """`result` with the model calls and forwarded counters recorded since the last reply.
+
+        `counters`: the families that may have moved (collecting one costs ~0.15 ms, so an episode
+        reply looks at the sandbox kills only when this worker has a sandbox pool).
+        """
+        self.episodes += episodes
         calls, self._calls[:] = [c.model_dump() for c in self._calls], []
+        if counters is None:
+            counters = ("sandbox_kills",) if self._pool is not None else ()
         return WorkerReply(
             result=result,
             seconds=time.perf_counter() - started,
             prepare_seconds=prepare_seconds,
             calls=calls,
-            counters=self._counter_increases(),
+            counters=self._counter_increases(counters),
         )
 
     async def shutdown(self) -> None:
@@ -275,10 +326,10 @@ class EpisodeWorker:
             self._pool = None
             self._pool_ready.set()
 
-    def _counter_increases(self) -> list[tuple[str, dict[str, str], float]]:
+    def _counter_increases(self, families: tuple[str, ...]) -> list[tuple[str, dict[str, str], float]]:
         now = {
             (attr, tuple(sorted(sample.labels.items()))): sample.value
-            for attr in FORWARDED_COUNTERS
+            for attr in families
             for metric in getattr(self.metrics, attr).collect()
             for sample in metric.samples
             if sample.name.endswith("_total")
@@ -288,7 +339,7 @@ class EpisodeWorker:
             for (attr, labels), value in now.items()
             if value > self._counted.get((attr, labels), 0.0)
         ]
-        self._counted = now
+        self._counted |= now
         return increases
 
 

@@ -37,14 +37,19 @@ async def _one_policy(
     usable = [t for t in tasks if t.full_id in runnable]
     if not usable:
         raise CliError(f"no task could be prepared: {skipped[:3]}")
-    seconds, cpu, passed = await measure(
+    seconds, cpu, passed, _ = await measure(
         ctx, runner, usable, episodes=count, warmup=1, concurrency=args.worker_concurrency
     )
     runs.append(_run(policy, "local", 1, count, seconds, cpu, passed))
 
     for workers in (1, 2):
         cluster = config.cluster.model_copy(
-            update={"backend": "ray", "workers": workers, "worker_concurrency": args.worker_concurrency}
+            update={
+                "backend": "ray",
+                "workers": workers,
+                "worker_concurrency": args.worker_concurrency,
+                "batch_size": args.batch_size,
+            }
         )
         cfg = config.model_copy(update={"cluster": cluster})
         ctx = bench_context(cfg, store, base_round + workers)
@@ -53,8 +58,14 @@ async def _one_policy(
             ctx.cluster = pool
             job = EpisodeJob(round=ctx.round, phase="bench", tconf=tconf, policy=fake)
             remote = pool.runner(job, {t.full_id: t.model_dump(mode="json") for t in usable})
-            seconds, cpu, passed = await measure(
-                ctx, remote, usable, episodes=count, warmup=pool.capacity, concurrency=pool.capacity
+            seconds, cpu, passed, worker_cpu = await measure(
+                ctx,
+                remote,
+                usable,
+                episodes=count,
+                warmup=pool.episode_capacity,
+                concurrency=pool.episode_capacity,
+                probe=pool.workers_cpu_s,
             )
             overhead = list(pool.overhead_s)[-count:]
             prepare = list(pool.prepare_s)[-count:]
@@ -63,6 +74,8 @@ async def _one_policy(
         run = _run(policy, "ray", workers, count, seconds, cpu, passed)
         run.dispatch_overhead_ms = round(1000 * sum(overhead) / len(overhead), 3)
         run.instance_creation_ms = round(1000 * sum(prepare) / len(prepare), 3)
+        run.worker_cpu_ms_per_episode = round(1000 * (worker_cpu or 0.0) / count, 3)
+        run.batch_size = cfg.cluster.batch_size
         runs.append(run)
     return runs
 
@@ -166,6 +179,12 @@ def register(cli: Cli) -> None:
     p.add_argument("--episodes", type=int, default=200, help="episodes with the scripted fake policy")
     p.add_argument("--model-episodes", type=int, default=8, help="episodes with the embedded model")
     p.add_argument("--worker-concurrency", type=int, default=2, help="episodes in flight per worker")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="episodes per call to a worker (the scripted fake's ~4 ms episodes share a call's dispatch)",
+    )
     p.add_argument(
         "--postgres",
         metavar="URL",

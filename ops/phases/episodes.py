@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -46,6 +47,15 @@ class EpisodeResult(BaseModel):
 Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
 
 
+@dataclass(frozen=True)
+class BatchRunner:
+    """A runner that takes up to `size` items per call, for cluster workers: each call costs the
+    daemon and the worker a dispatch, which cheap episodes share this way."""
+
+    run: Callable[[list[WorkItem]], Awaitable[list[EpisodeResult]]]
+    size: int
+
+
 async def store_tasks(ctx: PhaseContext, tasks: Sequence[TaskRow]) -> None:
     """Store the tasks a phase will run (idempotent), before any episode references them."""
     async with ctx.store.transaction() as s:
@@ -53,13 +63,14 @@ async def store_tasks(ctx: PhaseContext, tasks: Sequence[TaskRow]) -> None:
             await repo.upsert_task(s, task)
 
 
-Saver = Callable[[AsyncSession, WorkItem, EpisodeResult], Awaitable[None]]
+# Stores one committed batch of finished items in the open transaction.
+Saver = Callable[[AsyncSession, list[tuple[WorkItem, EpisodeResult]]], Awaitable[None]]
 
 
 async def run_items(
     ctx: PhaseContext,
     items: Sequence[WorkItem],
-    runner: Runner,
+    runner: Runner | BatchRunner,
     *,
     done: set[tuple[str, int]],
     save: Saver,
@@ -68,19 +79,22 @@ async def run_items(
     """Run the items whose (task id, sample index) is not in `done`, `concurrency` at a time.
 
     Results are saved by `save` as soon as they are in, by one committer: the results that finish
-    while a commit is under way go in the next transaction together (group commit). A busy daemon
-    (many cluster workers) then pays one transaction per batch instead of one per episode, and a
-    crash still loses at most the episodes in flight or waiting for that next commit. Returns how
-    many ran.
+    while a commit is under way go in the next transaction together (group commit), which `save`
+    gets as one batch. A busy daemon (many cluster workers) then pays one transaction per batch
+    instead of one per episode, and a crash still loses at most the episodes in flight or waiting
+    for that next commit. A `BatchRunner` gets the items in chunks of its size (`concurrency` still
+    counts items). Returns how many ran.
     """
     todo = [it for it in items if (it.task_id, it.sample_idx) not in done]
     total, finished = len(items), len(items) - len(todo)
     ctx.progress(finished, total, f"{len(todo)} episodes to run")
-    limiter = anyio.CapacityLimiter(max(1, concurrency))
+    size = runner.size if isinstance(runner, BatchRunner) else 1
+    chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+    limiter = anyio.CapacityLimiter(max(1, concurrency // size))
     stopped = False
     send, receive = anyio.create_memory_object_stream[tuple[WorkItem, EpisodeResult]](math.inf)
 
-    async def one(item: WorkItem) -> None:
+    async def one(chunk: list[WorkItem]) -> None:
         nonlocal stopped
         async with limiter:
             try:
@@ -88,8 +102,12 @@ async def run_items(
             except StopRequested:
                 stopped = True
                 return
-            result = await runner(item)
-        await send.send((item, result))
+            if isinstance(runner, BatchRunner):
+                results = await runner.run(chunk)
+            else:
+                results = [await runner(chunk[0])]
+        for item, result in zip(chunk, results, strict=True):
+            await send.send((item, result))
 
     async def commit() -> None:
         nonlocal finished
@@ -102,8 +120,7 @@ async def run_items(
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 async with ctx.store.transaction() as s:
-                    for item, result in batch:
-                        await save(s, item, result)
+                    await save(s, batch)
                 for item, result in batch:
                     ctx.metrics.record_episode(item.env, result.finish, result.reward)
                 finished += len(batch)
@@ -112,8 +129,8 @@ async def run_items(
     async with anyio.create_task_group() as committer:
         committer.start_soon(commit)
         async with send, anyio.create_task_group() as tg:
-            for item in todo:
-                tg.start_soon(one, item)
+            for chunk in chunks:
+                tg.start_soon(one, chunk)
     if stopped:
         raise StopRequested
     return len(todo)
@@ -137,14 +154,21 @@ def episode_row(round_no: int, item: WorkItem, result: EpisodeResult, purpose: s
 
 
 async def run_work_items(
-    ctx: PhaseContext, items: Sequence[WorkItem], runner: Runner, *, purpose: str, concurrency: int = 1
+    ctx: PhaseContext,
+    items: Sequence[WorkItem],
+    runner: Runner | BatchRunner,
+    *,
+    purpose: str,
+    concurrency: int = 1,
 ) -> dict[str, Any]:
     """Run the items not yet stored as episodes; returns counts and reward statistics."""
     async with ctx.store.transaction() as s:
         existing = await repo.episode_keys(s, ctx.round, purpose=None)
 
-    async def save(s: AsyncSession, item: WorkItem, result: EpisodeResult) -> None:
-        await repo.upsert_episode(s, episode_row(ctx.round, item, result, purpose))
+    async def save(s: AsyncSession, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
+        await repo.upsert_episodes(
+            s, [episode_row(ctx.round, item, result, purpose) for item, result in batch]
+        )
 
     ran = await run_items(ctx, items, runner, done=existing, save=save, concurrency=concurrency)
     async with ctx.store.transaction() as s:

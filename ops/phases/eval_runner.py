@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import EpisodeResult, Runner, WorkItem
+from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem
 from ops.phases.runtime import episode_helpers
 
 log = structlog.get_logger(__name__)
@@ -35,7 +35,7 @@ async def simulated_tasks(ctx: PhaseContext, env: Any, n: int, difficulty: Any, 
 
 async def episode_runner(
     ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
-) -> tuple[Runner, set[str], list[str]]:
+) -> tuple[Runner | BatchRunner, set[str], list[str]]:
     """The episode runner, the task ids it can run, and a line per task that could not be prepared.
 
     `tconf.tool_subset` decides the tool view of executable tasks (None: every tool). Every
@@ -82,7 +82,7 @@ async def episode_runner(
     return run, set(by_key), skipped
 
 
-def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> Runner:
+def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> BatchRunner:
     """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
     from ops.cluster.worker import EpisodeJob
 
@@ -114,5 +114,5 @@ def _serving_policy_replicas(ctx: PhaseContext) -> list[str] | None:
 def episode_concurrency(ctx: PhaseContext) -> int:
     """Episodes in flight: `round.episode_concurrency` here, every worker's share in cluster mode."""
     if ctx.cluster is not None:
-        return int(ctx.cluster.capacity)
+        return int(ctx.cluster.episode_capacity)
     return ctx.config.round.episode_concurrency

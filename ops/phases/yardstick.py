@@ -155,21 +155,22 @@ async def measure(
             WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in pending if t.full_id in runnable
         ]
 
-        async def save(s: Any, item: WorkItem, result: EpisodeResult) -> None:
-            await repo_yardstick.add_run(
-                s,
-                YardstickRunRow(
-                    round=ctx.round,
-                    stage=stage,
-                    task_id=item.task_id,
-                    env=item.env,
-                    level=levels[item.task_id],
-                    policy=policy,
-                    passed=result.passed,
-                    reward=result.reward,
-                    finish=result.finish,
-                ),
-            )
+        async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
+            for item, result in batch:
+                await repo_yardstick.add_run(
+                    s,
+                    YardstickRunRow(
+                        round=ctx.round,
+                        stage=stage,
+                        task_id=item.task_id,
+                        env=item.env,
+                        level=levels[item.task_id],
+                        policy=policy,
+                        passed=result.passed,
+                        reward=result.reward,
+                        finish=result.finish,
+                    ),
+                )
 
         await run_items(ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx))
     async with ctx.store.transaction() as s:

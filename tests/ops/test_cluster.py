@@ -94,6 +94,9 @@ async def test_a_round_in_cluster_mode_survives_a_worker_killed_mid_evaluate(
         ARENA_RAY_ADDRESS=ray_cluster.address,
         ARENA_CLUSTER__WORKERS="2",
         ARENA_CLUSTER__WORKER_CONCURRENCY="1",
+        # One episode per call, so that a worker is killed with an episode in flight while the
+        # other has committed some (in batches the 6 episodes would be 2 calls).
+        ARENA_CLUSTER__BATCH_SIZE="1",
     )
     daemon = Daemon(config, max_rounds=1, handle_signals=False)
     killed: str | None = None
@@ -184,7 +187,8 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
 
     from ops.cli import main
 
-    argv = ["bench", "scale", "--address", ray_cluster.address, "--no-model", "--episodes", "12", "--json"]
+    argv = ["bench", "scale", "--address", ray_cluster.address, "--no-model", "--episodes", "12"]
+    argv += ["--batch-size", "3", "--json"]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     runs = {(r["mode"], r["workers"]): r for r in report["runs"]}
@@ -194,7 +198,8 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
         assert run["episodes_per_s"] > 0 and run["daemon_cpu_ms_per_episode"] > 0
     # The same work in every mode: replaying the references passes the same episodes wherever they run.
     assert len({r["passed"] for r in runs.values()}) == 1 and runs[("local", 1)]["passed"] >= 10
-    assert runs[("ray", 1)]["dispatch_overhead_ms"] is not None
+    assert runs[("ray", 1)]["dispatch_overhead_ms"] is not None and runs[("ray", 2)]["batch_size"] == 3
+    assert all(runs[("ray", n)]["worker_cpu_ms_per_episode"] > 0 for n in (1, 2))
     assert report["speedup_2_workers_over_1"]["scripted-reference-fake"] > 0
     assert report["store"] == "sqlite" and "PostgreSQL" in report["notes"][0]
 
@@ -327,19 +332,23 @@ def test_a_workers_counters_reach_the_daemons_metrics_once() -> None:
     """Gate verdicts and sandbox kills counted on a worker are added to the daemon's counters, each
     increase once (the next reply carries only what was counted since)."""
     from ops.cluster.pool import WorkerPool
-    from ops.cluster.worker import EpisodeWorker
+    from ops.cluster.worker import FORWARDED_COUNTERS, EpisodeWorker
     from ops.metrics import Metrics
 
     worker = EpisodeWorker.__new__(EpisodeWorker)  # the actor's state without a Ray runtime
     worker.metrics, worker._counted, worker._calls, worker.episodes = Metrics(), {}, [], 0
+    worker._pool = None
     daemon = WorkerPool.__new__(WorkerPool)
     daemon.metrics = Metrics()
     worker.metrics.synthesis_gate.labels(gate="sim_judge", result="rejected").inc(3)
     worker.metrics.tasks_synthesized.labels(origin="simulated").inc(2)
-    daemon._record(worker._reply(None, 0.0))
+    daemon._record(worker._reply(None, 0.0, counters=FORWARDED_COUNTERS))  # a synthesis reply
     worker.metrics.sandbox_kills.labels(reason="timeout").inc()
-    daemon._record(worker._reply(None, 0.0))
-    daemon._record(worker._reply(None, 0.0))
+    daemon._record(worker._reply(None, 0.0))  # an episode without a sandbox pool: not looked at
+    assert daemon.metrics.sandbox_kills.labels(reason="timeout")._value.get() == 0
+    worker._pool = object()
+    daemon._record(worker._reply(None, 0.0))  # with a pool, an episode's reply carries its kills
+    daemon._record(worker._reply(None, 0.0, counters=FORWARDED_COUNTERS))
     got = daemon.metrics
     assert got.synthesis_gate.labels(gate="sim_judge", result="rejected")._value.get() == 3
     assert got.tasks_synthesized.labels(origin="simulated")._value.get() == 2
