@@ -42,7 +42,8 @@ class ScaleRun(BaseModel):
     workers: int  # Ray workers (1 in local mode: the daemon's process)
     episodes: int
     seconds: float
-    episodes_per_s: float
+    episodes_per_s: float  # the median run's, with `--repeat`
+    repeats: list[float] = Field(default_factory=list)  # episodes/s of every run of this mode
     passed: int
     daemon_cpu_ms_per_episode: float = 0.0  # the daemon process's CPU (all threads) per episode
     worker_cpu_ms_per_episode: float | None = None  # Ray only: the workers' processes, all together
@@ -59,7 +60,9 @@ class ScaleReport(BaseModel):
     cluster: dict[str, Any]
     store: str  # postgresql | sqlite: where the daemon committed each episode
     runs: list[ScaleRun]
+    # The median over repeats of each repeat's 2-worker / 1-worker episodes/s.
     speedup_2_workers_over_1: dict[str, float] = Field(default_factory=dict)
+    speedup_each_repeat: dict[str, list[float]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 
 

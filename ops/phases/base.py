@@ -55,6 +55,15 @@ class PhaseContext:
         """Wait here while paused; raise `StopRequested` when the daemon is stopping."""
         await self._safe_point()
 
+    async def may_go_on(self) -> bool:
+        """Pass a safe point; False when the daemon is stopping. Concurrent work uses it so that
+        the work under way finishes (and is committed) before the phase raises `StopRequested`."""
+        try:
+            await self._safe_point()
+        except StopRequested:
+            return False
+        return True
+
     def progress(self, done: int, total: int, note: str = "") -> None:
         """Report progress of this phase (terminal bar, /status, metrics)."""
         self._progress(done, total, note)

@@ -97,9 +97,7 @@ async def run_items(
     async def one(chunk: list[WorkItem]) -> None:
         nonlocal stopped
         async with limiter:
-            try:
-                await ctx.safe_point()
-            except StopRequested:
+            if not await ctx.may_go_on():
                 stopped = True
                 return
             if isinstance(runner, BatchRunner):

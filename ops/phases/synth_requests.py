@@ -218,9 +218,7 @@ async def synthesize_for_envs(
         async def one(i: int, request: SynthesisRequest) -> None:
             nonlocal stopped
             async with limiter:
-                try:
-                    await ctx.safe_point()
-                except StopRequested:
+                if not await ctx.may_go_on():
                     stopped = True
                     return
                 ctx.progress(done, len(requests), f"synthesizing for {name}")

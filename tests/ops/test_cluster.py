@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,21 @@ def ray_cluster() -> Iterator[Any]:
         cluster.shutdown()
 
 
+@pytest.fixture
+def cluster_config(make_config, ray_cluster) -> Any:
+    """`cluster_config(database_url, **ARENA_*)`: a cluster-mode config joining the test's cluster."""
+
+    def make(database: str, **env: str) -> Any:
+        return make_config(
+            ARENA_DATABASE_URL=database,
+            ARENA_CLUSTER__BACKEND="ray",
+            ARENA_RAY_ADDRESS=ray_cluster.address,
+            **env,
+        )
+
+    return make
+
+
 def test_cluster_mode_refuses_a_sqlite_store(make_config) -> None:
     with pytest.raises(
         ConfigError, match=r"cluster: backend = .ray. needs a PostgreSQL store.*the store is the SQLite file"
@@ -56,15 +72,11 @@ def test_cluster_mode_refuses_a_sqlite_store(make_config) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_cluster_without_room_for_a_worker_is_refused_naming_why(
-    make_config, pg_database, ray_cluster
-) -> None:
+async def test_a_cluster_without_room_for_a_worker_is_refused_naming_why(cluster_config, pg_database) -> None:
     from ops.cluster.pool import ClusterUnavailable, WorkerPool
 
-    config = make_config(
-        ARENA_DATABASE_URL=pg_database,
-        ARENA_CLUSTER__BACKEND="ray",
-        ARENA_RAY_ADDRESS=ray_cluster.address,
+    config = cluster_config(
+        pg_database,
         ARENA_CLUSTER__WORKER_CPUS="8",
         ARENA_CLUSTER__CONNECT_TIMEOUT_S="3",
     )
@@ -77,9 +89,10 @@ async def test_a_cluster_without_room_for_a_worker_is_refused_naming_why(
 @pytest.mark.model
 @pytest.mark.slow
 async def test_a_round_in_cluster_mode_survives_a_worker_killed_mid_evaluate(
-    make_config, embedded_model_path, fresh_pg_database, ray_cluster, run_daemon
+    cluster_config, embedded_model_path, fresh_pg_database, run_daemon
 ) -> None:
-    config = make_config(
+    config = cluster_config(
+        fresh_pg_database,
         **{
             **tiny(embedded_model_path),
             # Enough episodes that both workers take some before one is killed and after.
@@ -89,9 +102,6 @@ async def test_a_round_in_cluster_mode_survives_a_worker_killed_mid_evaluate(
             # the next test's (from the policy server), and the round e2e test trains in-process.
             "ARENA_ROUND__TRAIN_STEPS": "0",
         },
-        ARENA_DATABASE_URL=fresh_pg_database,
-        ARENA_CLUSTER__BACKEND="ray",
-        ARENA_RAY_ADDRESS=ray_cluster.address,
         ARENA_CLUSTER__WORKERS="2",
         ARENA_CLUSTER__WORKER_CONCURRENCY="1",
         # One episode per call, so that a worker is killed with an episode in flight while the
@@ -188,7 +198,7 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
     from ops.cli import main
 
     argv = ["bench", "scale", "--address", ray_cluster.address, "--no-model", "--episodes", "12"]
-    argv += ["--batch-size", "3", "--json"]
+    argv += ["--batch-size", "3", "--repeat", "2", "--json"]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     runs = {(r["mode"], r["workers"]): r for r in report["runs"]}
@@ -196,11 +206,13 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
     for run in runs.values():
         assert run["policy"] == "scripted-reference-fake" and run["episodes"] == 12
         assert run["episodes_per_s"] > 0 and run["daemon_cpu_ms_per_episode"] > 0
+        assert len(run["repeats"]) == 2 and run["episodes_per_s"] == min(run["repeats"])  # median_low of 2
     # The same work in every mode: replaying the references passes the same episodes wherever they run.
     assert len({r["passed"] for r in runs.values()}) == 1 and runs[("local", 1)]["passed"] >= 10
     assert runs[("ray", 1)]["dispatch_overhead_ms"] is not None and runs[("ray", 2)]["batch_size"] == 3
     assert all(runs[("ray", n)]["worker_cpu_ms_per_episode"] > 0 for n in (1, 2))
     assert report["speedup_2_workers_over_1"]["scripted-reference-fake"] > 0
+    assert len(report["speedup_each_repeat"]["scripted-reference-fake"]) == 2
     assert report["store"] == "sqlite" and "PostgreSQL" in report["notes"][0]
 
 
@@ -208,7 +220,7 @@ def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys)
 @pytest.mark.model
 @pytest.mark.slow
 async def test_grpo_rollouts_from_the_policy_server_run_on_the_workers_token_exact(
-    make_config, embedded_model_path, pg_database, ray_cluster, phase_context, tmp_path
+    cluster_config, embedded_model_path, pg_database, phase_context, tmp_path
 ) -> None:
     """TRAIN in cluster mode: the workers sample the episodes from the policy server the trainer
     publishes to (one token chain each, with the server's log-probs); the step trains on them here."""
@@ -230,10 +242,8 @@ async def test_grpo_rollouts_from_the_policy_server_run_on_the_workers_token_exa
         return await submit(*args, **kwargs)
 
     served.batcher.submit = counting_submit  # type: ignore[method-assign]
-    config = make_config(
-        ARENA_DATABASE_URL=pg_database,
-        ARENA_CLUSTER__BACKEND="ray",
-        ARENA_RAY_ADDRESS=ray_cluster.address,
+    config = cluster_config(
+        pg_database,
         ARENA_CLUSTER__WORKERS="2",
         ARENA_CLUSTER__WORKER_CONCURRENCY="2",
     )
@@ -273,7 +283,7 @@ async def test_grpo_rollouts_from_the_policy_server_run_on_the_workers_token_exa
 
 @pytest.mark.anyio
 async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_local_mode(
-    make_config, fresh_pg_database, ray_cluster, phase_context
+    cluster_config, fresh_pg_database, phase_context
 ) -> None:
     """SYNTHESIZE's requests run on both workers, several environments at once; being deterministic
     in their seeds, they give exactly the tasks local mode gives, and the daemon records the gates
@@ -284,10 +294,8 @@ async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_loca
     from ops.phases.synth_requests import graph_request, request_runner, run_request, synthesize_for_envs
     from ops.phases.tasks import stored_tasks
 
-    config = make_config(
-        ARENA_DATABASE_URL=fresh_pg_database,
-        ARENA_CLUSTER__BACKEND="ray",
-        ARENA_RAY_ADDRESS=ray_cluster.address,
+    config = cluster_config(
+        fresh_pg_database,
         ARENA_CLUSTER__WORKERS="2",
         ARENA_CLUSTER__WORKER_CONCURRENCY="2",
     )
@@ -353,3 +361,35 @@ def test_a_workers_counters_reach_the_daemons_metrics_once() -> None:
     assert got.synthesis_gate.labels(gate="sim_judge", result="rejected")._value.get() == 3
     assert got.tasks_synthesized.labels(origin="simulated")._value.get() == 2
     assert got.sandbox_kills.labels(reason="timeout")._value.get() == 1
+
+
+@pytest.mark.anyio
+async def test_a_worker_that_cannot_be_placed_is_dropped_after_its_start_timeout(
+    cluster_config, pg_database
+) -> None:
+    """Three workers asked of a cluster with room for two: the third waits for a node, and after
+    `cluster.worker_start_timeout_s` it is given up (killed, not left pending forever); the daemon
+    joins in its own `cluster.namespace`."""
+    from ops.cluster.pool import WorkerPool
+
+    config = cluster_config(
+        pg_database,
+        ARENA_CLUSTER__NAMESPACE="arena-start-timeout",
+        ARENA_CLUSTER__WORKERS="3",
+        ARENA_CLUSTER__WORKER_START_TIMEOUT_S="12",
+    )
+    asked = time.monotonic()
+    pool = await WorkerPool(config).connect()
+    try:
+        assert ray.get_runtime_context().namespace == "arena-start-timeout"
+        with anyio.fail_after(11):
+            while len(pool.workers) < 2:
+                pool._admit_started()
+                await anyio.sleep(0.2)
+        assert len(pool.starting) == 1  # no third CPU for it, and not yet given up
+        await anyio.sleep(asked + 12.5 - time.monotonic())
+        pool._admit_started()
+        assert pool.starting == [] and len(pool.workers) == 2
+        assert pool.status()["workers_starting"] == 0
+    finally:
+        await pool.close()
