@@ -227,13 +227,11 @@ class WorkerPool:
             return reply.result
 
     async def _pick(self, weight: int) -> _Worker:
+        # A batch may wait on a worker behind the episodes it runs; a single call may not.
         limit = self._worker_limit(batched=weight > 0)
         while True:
             self._admit_started()
-            # A batch may wait on a worker behind the episodes it runs; a single call may not.
-            free = [
-                w for w in self.workers.values() if w.in_flight + max(1, weight) <= limit or not w.in_flight
-            ]
+            free = [w for w in self.workers.values() if w.in_flight + max(1, weight) <= limit]
             if free:
                 return min(free, key=lambda w: (w.in_flight, w.episodes))
             if not self.workers and not self.starting:

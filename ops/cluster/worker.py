@@ -57,7 +57,7 @@ class EpisodeJob(BaseModel):
 
 
 class WorkerReply(BaseModel):
-    """One episode's result plus the metrics the worker recorded while running it."""
+    """One call's result plus the metrics the worker recorded while running it."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -154,19 +154,18 @@ class EpisodeWorker:
                 raise LookupError(
                     f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)"
                 )
-        prepare = [0.0]
         async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
-            results = await asyncio.gather(
-                *(
-                    self._run_one(state, item, task, pool, prepare)
-                    for item, task in zip(items, tasks, strict=True)
-                )
+            done = await asyncio.gather(
+                *(self._run_one(state, item, task, pool) for item, task in zip(items, tasks, strict=True))
             )
-        return self._reply(list(results), started, prepare[0] / max(1, len(items)), episodes=len(items))
+        results = [result for result, _ in done]
+        prepare = sum(seconds for _, seconds in done) / max(1, len(items))
+        return self._reply(results, started, prepare, episodes=len(items))
 
     async def _run_one(
-        self, state: _JobState, item: WorkItem, task: dict[str, Any], pool: Any, prepare: list[float]
-    ) -> Any:
+        self, state: _JobState, item: WorkItem, task: dict[str, Any], pool: Any
+    ) -> tuple[Any, float]:
+        """One episode of a batch and the seconds spent preparing its task (0 once prepared)."""
         from arena.tasks.model import Task
         from ops.phases.eval_runner import episode_runner
 
@@ -180,9 +179,9 @@ class EpisodeWorker:
                 if item.task_id not in runnable:
                     raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
                 state.runners[item.task_id] = runner
-            prepare[0] += time.perf_counter() - started
+            prepared = time.perf_counter() - started
             result = await runner(item)
-        return result.model_copy(update={"worker": self.name})
+        return result.model_copy(update={"worker": self.name}), prepared
 
     def _slots(self) -> asyncio.Semaphore:
         # Episodes running at once on this worker, whatever number of batches it holds.

@@ -56,6 +56,13 @@ class BatchRunner:
     size: int
 
 
+def _one_at_a_time(runner: Runner) -> BatchRunner:
+    async def run(chunk: list[WorkItem]) -> list[EpisodeResult]:
+        return [await runner(item) for item in chunk]
+
+    return BatchRunner(run=run, size=1)
+
+
 async def store_tasks(ctx: PhaseContext, tasks: Sequence[TaskRow]) -> None:
     """Store the tasks a phase will run (idempotent), before any episode references them."""
     async with ctx.store.transaction() as s:
@@ -88,7 +95,8 @@ async def run_items(
     todo = [it for it in items if (it.task_id, it.sample_idx) not in done]
     total, finished = len(items), len(items) - len(todo)
     ctx.progress(finished, total, f"{len(todo)} episodes to run")
-    size = runner.size if isinstance(runner, BatchRunner) else 1
+    batched = runner if isinstance(runner, BatchRunner) else _one_at_a_time(runner)
+    size = batched.size
     chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
     limiter = anyio.CapacityLimiter(max(1, concurrency // size))
     stopped = False
@@ -100,10 +108,7 @@ async def run_items(
             if not await ctx.may_go_on():
                 stopped = True
                 return
-            if isinstance(runner, BatchRunner):
-                results = await runner.run(chunk)
-            else:
-                results = [await runner(chunk[0])]
+            results = await batched.run(chunk)
         for item, result in zip(chunk, results, strict=True):
             await send.send((item, result))
 

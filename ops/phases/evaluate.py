@@ -29,7 +29,7 @@ from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
-from ops.phases.synth_requests import SynthesisRequest, graph_request, request_runner, synthesize_for_envs
+from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
 from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
 
@@ -177,8 +177,7 @@ class EvaluatePhase(BasePhase):
             for name in chosen
             if name not in have
         }
-        run, concurrency = request_runner(ctx, envs, pool)
-        made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+        made, reports = await synthesize_for_envs(ctx, envs, requests, pool)
         tasks = [t for name in chosen for t in (have[name] if name in have else made[name])]
         return tasks, reports
 

@@ -176,12 +176,9 @@ def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tup
     if ctx.cluster is not None:
         from ops.cluster.worker import EpisodeJob
 
+        # A worker opens its sandbox pool per request, for a sandboxed environment's request only.
         job = EpisodeJob(
-            round=ctx.round,
-            phase=ctx.phase,
-            tconf=None,
-            needs_sandbox=any(e.sandboxed for e in envs.values()),
-            sandbox_available=ctx.sandbox_available,
+            round=ctx.round, phase=ctx.phase, tconf=None, sandbox_available=ctx.sandbox_available
         )
         return ctx.cluster.synthesizer(job), max(1, int(ctx.cluster.capacity))
 
@@ -192,19 +189,17 @@ def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tup
 
 
 async def synthesize_for_envs(
-    ctx: PhaseContext,
-    requests: dict[str, list[SynthesisRequest]],
-    run: RequestRunner,
-    *,
-    concurrency: int,
+    ctx: PhaseContext, envs: dict[str, Any], requests: dict[str, list[SynthesisRequest]], sandbox: Any
 ) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
-    """Run every environment's requests, `concurrency` at a time; each environment's tasks are
+    """Run every environment's requests where `request_runner` says (`sandbox`: this process's
+    pool, for local mode), as many at once as it allows; each environment's tasks are
     accepted in request order and stored with the round as soon as its last request is in, so a
     restarted phase keeps what was saved (`ops.phases.tasks.stored_tasks`).
 
     Returns the tasks by environment and the report lines, both in `requests`' order. A stop
     requested at a safe point lets the requests under way finish, then raises `StopRequested`.
     """
+    run, concurrency = request_runner(ctx, envs, sandbox)
     limiter = anyio.CapacityLimiter(max(1, concurrency))
     tasks: dict[str, list[Any]] = {}
     reports: dict[str, list[dict[str, Any]]] = {}

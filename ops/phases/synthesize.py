@@ -33,7 +33,7 @@ import structlog
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.new_envs import build_new_envs, new_env_guidelines, report_records
 from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
-from ops.phases.synth_requests import SynthesisRequest, graph_request, request_runner, synthesize_for_envs
+from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
 from ops.phases.tasks import stored_tasks
 
 log = structlog.get_logger(__name__)
@@ -107,8 +107,7 @@ class SynthesizePhase(BasePhase):
 
         needs_pool = ctx.cluster is None and any(envs[e].sandboxed for e in requests)
         async with sandbox_pool(ctx, needed=needs_pool) as pool:
-            run, concurrency = request_runner(ctx, envs, pool)
-            made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+            made, reports = await synthesize_for_envs(ctx, envs, requests, pool)
         tasks = [t for name in budget for t in (have[name] if name in have else made[name])]
         kept = sum(r["kept"] for r in reports)
         requested = sum(r["requested"] for r in reports)

@@ -318,9 +318,8 @@ async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_loca
         pool = await WorkerPool(config, ctx.metrics).connect()
         try:
             ctx.cluster = pool
-            run, concurrency = request_runner(ctx, envs, None)
-            assert concurrency == 4
-            made, reports = await synthesize_for_envs(ctx, requests, run, concurrency=concurrency)
+            assert request_runner(ctx, envs, None)[1] == 4  # every worker at its concurrency
+            made, reports = await synthesize_for_envs(ctx, envs, requests, None)
             per_worker = {w.name: w.episodes for w in pool.workers.values()}
         finally:
             await pool.close()
