@@ -392,3 +392,20 @@ async def test_a_worker_that_cannot_be_placed_is_dropped_after_its_start_timeout
         assert pool.status()["workers_starting"] == 0
     finally:
         await pool.close()
+
+
+def test_the_batch_size_sets_how_many_episodes_a_worker_holds(make_config) -> None:
+    """`cluster.batch_size`: a worker holds what it runs plus one batch (two when a batch alone
+    fills it), and single calls (rollouts, synthesis) stay at its concurrency."""
+    from ops.cluster.pool import WorkerPool
+
+    def pool(**env: str) -> WorkerPool:
+        base = {"ARENA_DATABASE_URL": "postgresql://127.0.0.1/test", "ARENA_CLUSTER__BACKEND": "ray"}
+        return WorkerPool(
+            make_config(**base, ARENA_CLUSTER__WORKERS="2", ARENA_CLUSTER__WORKER_CONCURRENCY="4", **env)
+        )
+
+    assert pool(ARENA_CLUSTER__BATCH_SIZE="1").episode_capacity == 2 * (4 + 1)
+    assert pool(ARENA_CLUSTER__BATCH_SIZE="4").episode_capacity == 2 * (4 + 4)
+    assert pool(ARENA_CLUSTER__BATCH_SIZE="16").episode_capacity == 2 * (16 + 16)
+    assert {pool(ARENA_CLUSTER__BATCH_SIZE=n).capacity for n in ("1", "16")} == {8}
