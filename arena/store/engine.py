@@ -18,6 +18,8 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from arena.store.tables import encode_json
+
 log = structlog.get_logger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -35,10 +37,14 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, pool_size: int = 5) -
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
+        engine = create_async_engine(
+            url, connect_args={"timeout": busy_timeout_s}, json_serializer=encode_json
+        )
         _configure_sqlite(engine, busy_timeout_s)
         return engine
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, json_serializer=encode_json
+    )
 
 
 def _configure_sqlite(engine: AsyncEngine, busy_timeout_s: float) -> None:

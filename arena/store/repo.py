@@ -7,7 +7,7 @@ Callers open a transaction with `Store.transaction()` and pass the session in, s
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ async def _upsert(
 
 
 async def _upsert_many(
-    session: AsyncSession, model: type[SQLModel], rows: Sequence[dict[str, Any]], keys: Sequence[str]
+    session: AsyncSession, model: type[SQLModel], rows: Sequence[Mapping[str, Any]], keys: Sequence[str]
 ) -> None:
     """`_upsert` of several rows with the same columns in one statement (an executemany)."""
     if not rows:
@@ -217,10 +217,33 @@ async def upsert_episode(session: AsyncSession, row: EpisodeRow) -> None:
 
 async def upsert_episodes(session: AsyncSession, rows: Sequence[EpisodeRow]) -> None:
     """`upsert_episode` of several episodes in one statement (a group commit's batch)."""
-    # One statement cannot update a row twice (PostgreSQL refuses it): the last of a key wins.
-    latest = {(row.round, row.task_id, row.sample_idx): row for row in rows}
-    values = [_values(row, skip=("id",)) for row in latest.values()]
-    await _upsert_many(session, EpisodeRow, values, ["round", "task_id", "sample_idx"])
+    await upsert_episode_values(session, [{c: getattr(row, c) for c in EPISODE_COLUMNS} for row in rows])
+
+
+# An episode's stored columns but its surrogate id: what `upsert_episode_values` takes per episode.
+EPISODE_COLUMNS: tuple[str, ...] = tuple(
+    c.name
+    for c in EpisodeRow.__table__.columns  # type: ignore[attr-defined]
+    if c.name != "id"
+)
+_EPISODE_COLUMN_SET = frozenset(EPISODE_COLUMNS)
+
+
+async def upsert_episode_values(session: AsyncSession, values: Sequence[Mapping[str, Any]]) -> None:
+    """`upsert_episodes` from plain column mappings (exactly `EPISODE_COLUMNS` each).
+
+    A phase's commit path: building an `EpisodeRow` and dumping it again cost the daemon more CPU
+    per episode than the INSERT (SQLModel's instrumentation and a deep copy of the transcript), and
+    in cluster mode the daemon's CPU per episode bounds every worker's throughput.
+    """
+    latest: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
+    for v in values:
+        if v.keys() != _EPISODE_COLUMN_SET:
+            missing, unknown = sorted(_EPISODE_COLUMN_SET - v.keys()), sorted(v.keys() - _EPISODE_COLUMN_SET)
+            raise ValueError(f"an episode's values lack columns {missing} and have unknown ones {unknown}")
+        # One statement cannot update a row twice (PostgreSQL refuses it): the last of a key wins.
+        latest[(v["round"], v["task_id"], v["sample_idx"])] = v
+    await _upsert_many(session, EpisodeRow, list(latest.values()), ["round", "task_id", "sample_idx"])
 
 
 async def episode_keys(

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, episode_row, run_items
+from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, episode_values, run_items
 
 log = structlog.get_logger(__name__)
 FAKE = "scripted-reference-fake"
@@ -125,8 +125,8 @@ async def measure(
     async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
         nonlocal passed
         passed += sum(bool(result.passed) for _, result in batch)
-        await repo.upsert_episodes(
-            s, [episode_row(ctx.round, item, result, "bench") for item, result in batch]
+        await repo.upsert_episode_values(
+            s, [episode_values(ctx.round, item, result, "bench") for item, result in batch]
         )
 
     warm = work_items(tasks, warmup, offset=10_000)

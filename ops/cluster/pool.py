@@ -159,13 +159,12 @@ class WorkerPool:
     def runner(self, job: EpisodeJob, tasks: dict[str, dict[str, Any]]) -> BatchRunner:
         """A phase's runner: the items of `tasks` (task id -> stored task JSON) on the cluster, in
         batches of `cluster.batch_size`."""
-        job_ref = _ray().put(job)
+        # The tasks cross once per worker with the job, not with every batch that runs one.
+        job_ref = _ray().put(job.model_copy(update={"tasks": tasks}))
 
         async def run(items: list[WorkItem]) -> list[EpisodeResult]:
-            bare = [item.model_copy(update={"task": {}}) for item in items]  # the task crosses once, below
-            return await self._call(
-                "run", job.job_id, job_ref, bare, [tasks[i.task_id] for i in items], weight=len(items)
-            )
+            bare = [item.model_copy(update={"task": {}}) if item.task else item for item in items]
+            return await self._call("run", job.job_id, job_ref, bare, weight=len(items))
 
         return BatchRunner(run=run, size=self.cluster.batch_size)
 

@@ -54,6 +54,8 @@ class EpisodeJob(BaseModel):
     policy: Any = None
     # TRAIN's rollouts: the policy's tokenizer folder (token-exact prompts for the policy server).
     tokenizer_dir: str | None = None
+    # `run`: the stored task JSON of every task the job's batches may name, by task id.
+    tasks: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class WorkerReply(BaseModel):
@@ -138,9 +140,9 @@ class EpisodeWorker:
             while len(self._jobs) > 4:  # a phase's batches; older jobs are done
                 self._jobs.popitem(last=False)
 
-    async def run(self, job_id: str, items: list[WorkItem], tasks: list[dict[str, Any]]) -> WorkerReply:
-        """Run a batch of episodes under a loaded job (`tasks[i]`: the stored task JSON of `items[i]`),
-        at most `cluster.worker_concurrency` at once across calls; reply when all are done."""
+    async def run(self, job_id: str, items: list[WorkItem]) -> WorkerReply:
+        """Run a batch of episodes of a loaded job's tasks, at most `cluster.worker_concurrency` at
+        once across calls; reply when all are done."""
         started = time.perf_counter()
         state = self._job(job_id)
         job = state.job
@@ -154,9 +156,11 @@ class EpisodeWorker:
                 raise LookupError(
                     f"worker {self.name} has no environment {item.env!r} (DATA_DIR not shared?)"
                 )
+            if item.task_id not in job.tasks:
+                raise LookupError(f"job {job_id} has no task {item.task_id!r}")
         async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
             done = await asyncio.gather(
-                *(self._run_one(state, item, task, pool) for item, task in zip(items, tasks, strict=True))
+                *(self._run_one(state, item, job.tasks[item.task_id], pool) for item in items)
             )
         results = [result for result, _ in done]
         prepare = sum(seconds for _, seconds in done) / max(1, len(items))
@@ -181,7 +185,7 @@ class EpisodeWorker:
                 state.runners[item.task_id] = runner
             prepared = time.perf_counter() - started
             result = await runner(item)
-        return result.model_copy(update={"worker": self.name}), prepared
+        return result.model_copy(update={"worker": self.name}).as_json_text(), prepared
 
     def _slots(self) -> asyncio.Semaphore:
         # Episodes running at once on this worker, whatever number of batches it holds.

@@ -9,6 +9,7 @@ Between episodes the phase passes a safe point (pause/stop).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,7 +20,8 @@ import anyio
 from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from arena.store import EpisodeRow, TaskRow, repo
+from arena.store import TaskRow, repo
+from arena.store.tables import JsonText, utcnow
 from ops.phases.base import PhaseContext, StopRequested
 
 
@@ -38,10 +40,30 @@ class EpisodeResult(BaseModel):
     reward: float
     passed: bool
     finish: str = "stop"
-    transcript: dict[str, Any] = Field(default_factory=dict)
-    verdict: dict[str, Any] = Field(default_factory=dict)
+    # A str is the JSON text of one (`as_json_text`): how a cluster worker sends them.
+    transcript: dict[str, Any] | str = Field(default_factory=dict)
+    verdict: dict[str, Any] | str = Field(default_factory=dict)
     # Where the episode ran: "local", or "<node id>/<pid>" of the Ray worker (cluster mode).
     worker: str = "local"
+
+    def as_json_text(self) -> EpisodeResult:
+        """This result with its transcript and verdict encoded as JSON text.
+
+        A cluster worker sends its results so: the daemon, the one committer of every worker's
+        episodes, then neither rebuilds their structure off the wire nor encodes it for the store.
+        """
+        return self.model_copy(
+            update={"transcript": _json_text(self.transcript), "verdict": _json_text(self.verdict)}
+        )
+
+
+def _json_text(value: dict[str, Any] | str) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _stored(value: dict[str, Any] | str) -> Any:
+    # Text is a worker's encoding of the document: the store writes it as it is, not as a JSON string.
+    return JsonText(value) if isinstance(value, str) else value
 
 
 Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
@@ -139,21 +161,22 @@ async def run_items(
     return len(todo)
 
 
-def episode_row(round_no: int, item: WorkItem, result: EpisodeResult, purpose: str) -> EpisodeRow:
-    """The stored row of one finished work item."""
-    return EpisodeRow(
-        round=round_no,
-        task_id=item.task_id,
-        sample_idx=item.sample_idx,
-        env=item.env,
-        purpose=purpose,
-        reward=result.reward,
-        passed=result.passed,
-        finish=result.finish,
-        transcript=result.transcript,
-        verdict=result.verdict,
-        worker=result.worker,
-    )
+def episode_values(round_no: int, item: WorkItem, result: EpisodeResult, purpose: str) -> dict[str, Any]:
+    """The stored columns of one finished work item (`repo.upsert_episode_values`)."""
+    return {
+        "round": round_no,
+        "task_id": item.task_id,
+        "sample_idx": item.sample_idx,
+        "env": item.env,
+        "purpose": purpose,
+        "reward": result.reward,
+        "passed": result.passed,
+        "finish": result.finish,
+        "transcript": _stored(result.transcript),
+        "verdict": _stored(result.verdict),
+        "worker": result.worker,
+        "created_at": utcnow(),
+    }
 
 
 async def run_work_items(
@@ -169,8 +192,8 @@ async def run_work_items(
         existing = await repo.episode_keys(s, ctx.round, purpose=None)
 
     async def save(s: AsyncSession, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
-        await repo.upsert_episodes(
-            s, [episode_row(ctx.round, item, result, purpose) for item, result in batch]
+        await repo.upsert_episode_values(
+            s, [episode_values(ctx.round, item, result, purpose) for item, result in batch]
         )
 
     ran = await run_items(ctx, items, runner, done=existing, save=save, concurrency=concurrency)

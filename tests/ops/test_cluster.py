@@ -144,6 +144,8 @@ async def test_a_round_in_cluster_mode_survives_a_worker_killed_mid_evaluate(
     assert len(workers) >= 2 and all(w and w != "local" for w in workers)
     nodes = {w.split("/")[0] for w in workers}
     assert len(nodes) == 2, f"episodes ran on both worker nodes: {workers}"
+    # Workers send transcripts as JSON text; the store holds the documents themselves.
+    assert all(isinstance(e.transcript, dict) and e.transcript.get("messages") for e in episodes)
 
 
 async def _worker_to_kill(daemon: Daemon) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,12 +15,13 @@ from arena.store import (
     CheckpointRow,
     CurriculumStateRow,
     EpisodeRow,
+    JsonText,
     Store,
     TaskRow,
     check_integrity,
     repo,
 )
-from arena.store.tables import metadata
+from arena.store.tables import metadata, utcnow
 
 pytestmark = pytest.mark.anyio
 
@@ -82,6 +84,46 @@ async def test_episode_upsert_is_idempotent(store: Store) -> None:
         report = await check_integrity(s)
     assert report.ok, report.problems
     assert report.counts["episodes"] == 2
+
+
+async def test_episode_values_store_a_workers_json_text_as_the_document(store: Store) -> None:
+    """A cluster worker sends transcripts as JSON text: stored as the document, not as a JSON string."""
+    transcript = {"messages": [{"role": "user", "content": 'caf\u00e9 "quoted"'}], "n": [1, 2.5, None]}
+    values = {
+        "round": 1,
+        "task_id": "t1",
+        "sample_idx": 0,
+        "env": "shop",
+        "purpose": "eval",
+        "reward": 1.0,
+        "passed": True,
+        "finish": "answered",
+        "transcript": JsonText(json.dumps(transcript)),
+        "verdict": {"reward": 1.0},
+        "worker": "node/1",
+        "created_at": utcnow(),
+    }
+    async with store.transaction() as s:
+        await repo.ensure_round(s, 1)
+        await repo.upsert_task(s, TaskRow(id="t1", env="shop", origin="manual", round=1, data={"id": "t1"}))
+        await repo.upsert_episode_values(s, [values, {**values, "reward": 0.5}])  # the last of a key wins
+    async with store.transaction() as s:
+        [episode] = await repo.episodes_for_round(s, 1)
+    assert episode.transcript == transcript
+    assert (episode.reward, episode.worker) == (0.5, "node/1")
+
+
+async def test_episode_values_missing_a_column_are_refused_by_name(store: Store) -> None:
+    async with store.transaction() as s:
+        with pytest.raises(
+            ValueError, match=r"lack columns \['created_at'\] and have unknown ones \['oops'\]"
+        ):
+            await repo.upsert_episode_values(
+                s,
+                [
+                    {c: 0 for c in repo.EPISODE_COLUMNS if c != "created_at"} | {"oops": 1},
+                ],
+            )
 
 
 async def test_pruning_empties_old_transcripts_once_and_keeps_rewards(store: Store) -> None:
