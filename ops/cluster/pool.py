@@ -223,7 +223,7 @@ class WorkerPool:
             if reply.prepare_seconds is not None:
                 self.prepare_s.append(reply.prepare_seconds)
             self._record(reply)
-            return reply.result
+            return reply.result()
 
     async def _pick(self, weight: int) -> _Worker:
         # A batch may wait on a worker behind the episodes it runs; a single call may not.

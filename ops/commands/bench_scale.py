@@ -224,8 +224,9 @@ def register(cli: Cli) -> None:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=16,
-        help="episodes per call to a worker (the scripted fake's ~4 ms episodes share a call's dispatch)",
+        default=32,
+        help="episodes per call to a worker (the scripted fake's ~2 ms episodes share a call's dispatch, "
+        "which costs the daemon ~1 ms of CPU)",
     )
     p.add_argument(
         "--postgres",
