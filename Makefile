@@ -10,7 +10,7 @@ PIP := $(BIN)/pip --disable-pip-version-check
 # `loadgroup` keeps each `xdist_group` (the Ray cluster tests) on one worker, back to back.
 TEST_WORKERS ?= 2
 
-.PHONY: setup cluster run test lint format clean
+.PHONY: setup cluster run test lint format clean image
 
 setup: $(STAMP)
 
@@ -49,6 +49,11 @@ lint: setup
 format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The image every Arena container runs (deploy/k8s); IMAGE names the tag to push.
+IMAGE ?= ghcr.io/example/arena:0.1.0
+image:
+	docker build -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) var .pytest_cache /var/tmp/arena-sandbox-nonroot
