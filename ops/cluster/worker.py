@@ -77,8 +77,14 @@ class WorkerReply(BaseModel):
 
     @staticmethod
     def pack(result: Any) -> bytes:
-        """`result` as `packed` holds it (level 1: most of the size for a fraction of the CPU)."""
-        return zlib.compress(pickle.dumps(result, protocol=5), 1)
+        """`result` as `packed` holds it (level 1: most of the size for a fraction of the CPU).
+
+        Ray's cloudpickle, as Ray itself would serialize the result: it also takes what the standard
+        pickle refuses (classes and functions defined at run time); its output loads with `pickle`.
+        """
+        from ray import cloudpickle
+
+        return zlib.compress(cloudpickle.dumps(result, protocol=5), 1)
 
     def result(self) -> Any:
         """The call's result."""

@@ -411,3 +411,21 @@ def test_the_batch_size_sets_how_many_episodes_a_worker_holds(make_config) -> No
     assert pool(ARENA_CLUSTER__BATCH_SIZE="4").episode_capacity == 2 * (4 + 4)
     assert pool(ARENA_CLUSTER__BATCH_SIZE="16").episode_capacity == 2 * (16 + 16)
     assert {pool(ARENA_CLUSTER__BATCH_SIZE=n).capacity for n in ("1", "16")} == {8}
+
+
+def test_a_workers_reply_carries_what_ray_would_and_is_compressed() -> None:
+    """Replies are packed as Ray itself would serialize them (cloudpickle: run-time classes and
+    functions too), and a batch of transcripts shrinks well below Ray's 100 KB inline limit."""
+    from ops.cluster.worker import WorkerReply
+    from ops.phases.episodes import EpisodeResult
+
+    transcript = {"messages": [{"role": "tool", "content": f"row {i}: ok"} for i in range(400)]}
+    batch = [EpisodeResult(reward=1.0, passed=True, transcript=transcript).as_json_text() for _ in range(32)]
+    reply = WorkerReply(packed=WorkerReply.pack(batch))
+    assert reply.result() == batch
+    assert len(reply.packed) < 100_000 < sum(len(r.transcript) for r in batch)
+
+    def made_at_run_time(x: int) -> int:
+        return x + 1
+
+    assert WorkerReply(packed=WorkerReply.pack(made_at_run_time)).result()(1) == 2
