@@ -108,8 +108,6 @@ async def _one_repeat(
 
 def _median_run(runs: list[Any]) -> Any:
     """The run with the median episodes/s (the lower middle one of an even count), listing all."""
-    import statistics
-
     rates = [r.episodes_per_s for r in runs]
     chosen = next(r for r in runs if r.episodes_per_s == statistics.median_low(rates))
     chosen.repeats = rates

@@ -72,7 +72,7 @@ def test_the_image_installs_what_pyproject_pins_with_the_cluster_extra() -> None
         and "cluster" in PYPROJECT["project"]["optional-dependencies"]
     )
     # Every top-level package pyproject installs is copied in, and none is left out by .dockerignore.
-    packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
+    packages = set(_packages())
     copied = {args.split()[0] for args in _instructions("COPY")}
     assert packages <= copied
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
@@ -102,7 +102,7 @@ def test_every_container_of_the_image_runs_an_existing_command() -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="git lists the tracked files")
 def test_the_installed_package_carries_every_file_the_service_reads(tmp_path: Path) -> None:
     tracked = subprocess.run(
-        ["git", "ls-files", *sorted(p.rstrip("*") for p in _packages())],
+        ["git", "ls-files", *_packages()],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -126,4 +126,5 @@ def test_the_installed_package_carries_every_file_the_service_reads(tmp_path: Pa
 
 
 def _packages() -> list[str]:
-    return PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    """The top-level packages pyproject installs (its `packages.find` include patterns)."""
+    return sorted(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"])
