@@ -24,6 +24,10 @@ SKILLS: dict[FailureCategory, tuple[str, dict[str, int]]] = {
     "unknown_tool": ("choose only among the tools the environment offers", {"distractors": 1}),
     "invalid_arguments": ("fill tool arguments exactly as the schema asks", {}),
     "tool_error_ignored": ("read tool errors and recover (fix the call or tell the user)", {}),
+    "ungrounded_write": (
+        "look up every record a write names instead of writing ids from memory",
+        {"walk_length": 2},
+    ),
     "wrong_entity": ("resolve which record the user means before acting on it", {"ambiguity": 1}),
     "missing_write": ("carry the task through to the state change it requires", {"walk_length": 2}),
     "extra_write": ("change only what the user asked for", {}),

@@ -28,6 +28,7 @@ FailureCategory = Literal[
     "unknown_tool",
     "invalid_arguments",
     "tool_error_ignored",
+    "ungrounded_write",
     "wrong_entity",
     "missing_write",
     "extra_write",
@@ -50,6 +51,7 @@ PRECEDENCE: tuple[FailureCategory, ...] = (
     "max_turns",
     "tool_error_ignored",
     "gave_up_early",
+    "ungrounded_write",
     "wrong_entity",
     "missing_write",
     "extra_write",
@@ -64,6 +66,7 @@ SEVERITY: dict[FailureCategory, float] = {
     "unknown_tool": 0.8,
     "invalid_arguments": 0.8,
     "tool_error_ignored": 0.9,
+    "ungrounded_write": 1.0,
     "wrong_entity": 1.0,
     "missing_write": 1.0,
     "extra_write": 1.0,
@@ -79,6 +82,7 @@ DESCRIPTIONS: dict[FailureCategory, str] = {
     "unknown_tool": "calls to tools the environment does not have",
     "invalid_arguments": "calls with arguments the tool's schema rejects",
     "tool_error_ignored": "a tool refused the call and the agent answered anyway",
+    "ungrounded_write": "a write named a record the episode never looked up (an id from memory)",
     "wrong_entity": "the right tool on the wrong record (different ids than the reference)",
     "missing_write": "a change the task required was never made",
     "extra_write": "changes the task did not ask for (collateral writes)",
@@ -220,6 +224,14 @@ def _gave_up_early(x: _Ctx) -> tuple[str, list[str]] | None:
     return None
 
 
+def _ungrounded_write(x: _Ctx) -> tuple[str, list[str]] | None:
+    # The verifier already found them (`arena.tasks.grounding`): "tool(argument='value')" each.
+    if not x.verdict.ungrounded:
+        return None
+    tools = [u.split("(", 1)[0] for u in x.verdict.ungrounded]
+    return "wrote ids it never looked up: " + ", ".join(x.verdict.ungrounded[:3]), tools
+
+
 def _wrong_entity(x: _Ctx) -> tuple[str, list[str]] | None:
     wrong: list[str] = []
     for ref in x.task.reference:
@@ -291,6 +303,7 @@ _RULES = {
     "max_turns": _max_turns,
     "tool_error_ignored": _tool_error_ignored,
     "gave_up_early": _gave_up_early,
+    "ungrounded_write": _ungrounded_write,
     "wrong_entity": _wrong_entity,
     "missing_write": _missing_write,
     "extra_write": _extra_write,

@@ -33,7 +33,6 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from pydantic import BaseModel, Field
 
 from arena.env.loader import load_environment
 from arena.env.runtime import Environment
-from arena.tasks.adversary import ADVERSARIES, AdversaryName, transcript_of, values_answer, wrong_row_variants
+from arena.tasks.adversary import ADVERSARIES, AdversaryName, play_agent, transcript_of
 from arena.tasks.model import ActionCheck, AnswerCheck, PythonCheck, SqlCheck, Task
 from arena.tasks.normalize import contains_value, normalize_text
 from arena.tasks.replay import first_failure, new_instance, replay_reference
@@ -283,7 +282,6 @@ class _Episodes:
 
     def __init__(self, env: Environment) -> None:
         self.env = env
-        self.writes = set(env.write_tools)
 
     async def run(self, task: Task, calls: list[ToolCall], answer: str) -> tuple[Any, Any, list[Any]]:
         """(transcript, verdict, results) of an agent that makes `calls`, then answers `answer`."""
@@ -298,26 +296,12 @@ class _Episodes:
 
     async def adversary(self, task: Task, agent: AdversaryName) -> tuple[Any, Any] | None:
         """(transcript, verdict) of a non-working agent on `task`, None when it does not apply."""
-        answer = task.answer or ""
-        no_call = {"empty": "", "answer_no_call": answer or "Done.", "values_done": values_answer(task)}
-        if agent in no_call:
-            return (await self.run(task, [], no_call[agent]))[:2]
-        ref = task.reference
-        written = [i for i, c in enumerate(ref) if c.name in self.writes]
-        if not written:
-            return None
-        variants: Iterable[tuple[int | None, list[ToolCall]]]
-        if agent == "reads_only":
-            variants = [(None, [c for c in ref if c.name not in self.writes])]
-        elif agent == "drop_last_write":
-            variants = [(None, ref[: written[-1]] + ref[written[-1] + 1 :])]
-        else:  # wrong_row: the first variant whose changed write the tool accepts
-            variants = wrong_row_variants(self.env, task)
-        for index, calls in variants:
-            transcript, verdict, results = await self.run(task, calls, answer)
-            if index is None or results[index].ok:
-                return transcript, verdict
-        return None
+
+        async def score(instance: Any, transcript: Any) -> tuple[Any, Any]:
+            return transcript, await verify(task, instance, transcript, env=self.env)
+
+        played = await play_agent(self.env, task, agent, score)
+        return None if played is None else played[1]
 
 
 async def _judged(
@@ -419,8 +403,13 @@ async def _non_working(
 ) -> None:
     """As many non-working episodes as gold ones: per gold task, the least used agent that applies."""
     used: Counter[str] = Counter()
-    for task in golds:
-        for agent in sorted(ADVERSARIES, key=lambda a: (used[a], ADVERSARIES.index(a))):
+    n = len(ADVERSARIES)
+    # Tasks that only read first: only the no-call agents apply there, which leaves the tasks that
+    # write to the agents that call tools.
+    writes = episodes.env.write_tools
+    for i, task in enumerate(sorted(golds, key=lambda t: t.writes(writes))):
+        # Ties go round: each task starts with another agent, so none is always tried last.
+        for agent in sorted(ADVERSARIES, key=lambda a: (used[a], (ADVERSARIES.index(a) - i) % n)):
             episode = await episodes.adversary(task, agent)
             if episode is not None:
                 result.judge.append(await _judged(judge, task, agent, *episode))

@@ -30,6 +30,7 @@ import structlog
 from arena.episode.history import policy_view
 from arena.episode.parser import call_block, clean_text, in_schema_order
 from arena.episode.prompts import tool_observation
+from arena.tasks.grounding import reference_ungrounded
 from arena.tasks.model import Task
 from arena.tasks.replay import first_failure, replay_reference
 from arena.types import Message, ToolCall
@@ -131,7 +132,7 @@ def render_examples(
 async def build_examples(
     prepared: Sequence[PreparedTask], tokenizer: Any, config: TrainerConfig, *, sandbox: Any = None
 ) -> tuple[list[SftExample], list[str]]:
-    """SFT examples for every task with a replayable reference; the skipped tasks with a reason."""
+    """SFT examples for every task with a replayable, grounded reference; the skipped tasks with a reason."""
     examples: list[SftExample] = []
     skipped: list[str] = []
     for item in prepared:
@@ -141,6 +142,13 @@ async def build_examples(
         messages = await reference_messages(item, sandbox=sandbox)
         if messages is None:
             skipped.append(f"{item.key}: a reference call fails on replay")
+            continue
+        ungrounded = reference_ungrounded(item.env, item.task, messages)
+        if ungrounded:
+            # Imitating it would teach the policy to write ids from memory.
+            skipped.append(
+                f"{item.key}: the reference writes ids it never looked up: {', '.join(ungrounded)}"
+            )
             continue
         rendered = render_examples(
             tokenizer,

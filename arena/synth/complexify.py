@@ -204,7 +204,7 @@ async def _validate(folder: Path, sandbox: Any) -> str | None:
         gate = await run_tool_tests(env, sandbox=sandbox if env.sandboxed else None)
         if not gate.ok or gate.dropped_tools:
             return f"tool tests fail for {', '.join(gate.dropped_tools) or 'some tools'}"
-        for task in load_tasks(folder, env.name, tools=env.tools or None):
+        for task in load_tasks(folder, env.name, tools=env.tools or None, write_tools=env.write_tools):
             report = await run_gates(env, task, sandbox=sandbox)
             if not report.ok:
                 return f"hand-written task {task.id} no longer passes its gates"

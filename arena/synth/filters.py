@@ -82,13 +82,13 @@ class TaskFilter:
     async def _replay_state(
         self, task: Task, *, keep: bool
     ) -> tuple[sqlite3.Connection | None, bytes, list[Any]]:
+        """(the final state if `keep`, its image, the reference's tool results)."""
         instance, results = await replay_reference(self.env, task, sandbox=self.sandbox)
         try:
             problem = first_failure(results)
             if problem is not None:
                 raise ReferenceReplayError(problem)
-            outputs = [(r.ok, r.output) for r in results]
-            return (instance.snapshot() if keep else None), instance.image(), outputs
+            return (instance.snapshot() if keep else None), instance.image(), list(results)
         finally:
             await instance.aclose()
 
@@ -109,15 +109,17 @@ class TaskFilter:
         executable = getattr(self.env, "kind", "executable") == "executable"
         expected: sqlite3.Connection | None = None
         second: sqlite3.Connection | None = None
+        results: list[Any] | None = None
         try:
             if executable:
                 try:
-                    expected, image, outputs = await self._replay_state(task, keep=True)
+                    expected, image, results = await self._replay_state(task, keep=True)
                     if self.config.stability:
-                        _, image2, outputs2 = await self._replay_state(task, keep=False)
+                        _, image2, results2 = await self._replay_state(task, keep=False)
                         # Identical bytes settle it cheaply; otherwise compare the rows.
                         if image2 != image:
                             second = from_image(image2)
+                        outputs, outputs2 = ([(r.ok, r.output) for r in rs] for rs in (results, results2))
                         if outputs != outputs2 or (second is not None and not states_equal(expected, second)):
                             return self._reject("stability", task, "two replays differ")
                 except ReferenceReplayError as exc:
@@ -131,7 +133,7 @@ class TaskFilter:
             gold = await gold_gate(self.env, task, **kwargs)
             if not gold.ok:
                 return self._reject("gold", task, gold.detail)
-            adversary = await adversary_gate(self.env, task, **kwargs)
+            adversary = await adversary_gate(self.env, task, **kwargs, reference_results=results)
             if self.report is not None:
                 self.report.count_adversaries(adversary.agents)
             if not adversary.ok:

@@ -9,48 +9,71 @@ these non-working agents earns exactly 0 on it:
 - `reads_only`: the reference's read calls (none of its writes), then the reference answer;
 - `drop_last_write`: the reference without its last write, then the reference answer;
 - `wrong_row`: the reference with one write aimed at another row of the same table (another
-  value of the column the argument comes from, the first one the tool accepts), then the
-  reference answer.
+  value of the column the argument comes from, one the episode showed first, then the rows most
+  like the reference's; the first the tool accepts), then the reference answer;
+- `writes_without_lookups`: the reference's writes with the reference's arguments and none of
+  its look-ups, then the reference answer (it applies where a write names a row that the user's
+  words and the rules do not give: the agent that learned the seed database's ids by heart);
+- `extra_write`: the reference, then one more successful write that changes another row (a
+  reference write aimed at another row, or repeated to add a row too many), then the reference
+  answer: damage beside the task.
 
-The last three need a task whose reference writes; `wrong_row` also needs a write argument whose
-value is a row of some table with other rows the tool accepts. An agent that does not apply is
-reported as such and cannot reject the task. Agents that call tools run on fresh instances of an
-executable environment; on a simulated one only the no-call agents run.
+The agents after `values_done` need a task whose reference writes (`arena.tasks.adversary_calls`
+builds their calls). An agent that does not apply is reported as such and cannot reject the
+task. Agents that call tools run on fresh instances of an executable environment; on a simulated
+one only the no-call agents run.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from arena.env.state import user_tables
 from arena.protocols import ChatModel
-from arena.tasks.model import AnswerCheck, Task
+from arena.tasks.adversary_calls import (
+    ADVERSARIES,
+    CALLING,
+    AdversaryName,
+    Attempt,
+    agent_answer,
+    attempts,
+    describe,
+    values_answer,
+    wrong_row_variants,
+)
+from arena.tasks.model import Task
+from arena.tasks.normalize import normalize_text
+from arena.tasks.provenance import Observations
 from arena.tasks.replay import ReferenceReplayError, new_instance
-from arena.tasks.reward import RewardConfig, Verdict
+from arena.tasks.reward import RewardConfig
 from arena.tasks.transcript import ReplayTranscript
 from arena.tasks.verify import CheckSandbox, UntouchedMemo, verify
 from arena.types import Message, ToolCall
 
-AdversaryName = Literal[
-    "empty", "answer_no_call", "values_done", "reads_only", "drop_last_write", "wrong_row"
+__all__ = [
+    "ADVERSARIES",
+    "AdversaryName",
+    "AdversaryResult",
+    "AdversaryRunner",
+    "play_agent",
+    "reference_view",
+    "run_adversaries",
+    "transcript_of",
+    "values_answer",
+    "wrong_row_variants",
 ]
-ADVERSARIES: tuple[AdversaryName, ...] = (
-    "empty",
-    "answer_no_call",
-    "values_done",
-    "reads_only",
-    "drop_last_write",
-    "wrong_row",
-)
-# Other values tried for a `wrong_row` argument before the agent is called inapplicable.
-WRONG_ROW_TRIES = 4
-# Rows of a table read to find the ones most like the reference's (tables of bundled envs are small).
-NEAREST_SCAN = 500
+
+T = TypeVar("T")
+# Why a calling agent does not apply to a task whose reference writes.
+_NOT_APPLICABLE: dict[str, str] = {
+    "wrong_row": "no other row that a reference write accepts",
+    "writes_without_lookups": "every row the writes name is in the user's words or the rules",
+    "extra_write": "no other write that changes the state",
+}
 
 
 class AdversaryResult(BaseModel):
@@ -100,81 +123,94 @@ def transcript_of(
     return ReplayTranscript(messages=messages, final_answer=answer)
 
 
-def values_answer(task: Task) -> str:
-    """'Done: v1, v2, ...' with every value the task's answer checks expect (alternatives included)."""
-    values = [v for c in task.checks if isinstance(c, AnswerCheck) for g in c.expected_groups() for v in g]
-    return "Done: " + ", ".join(dict.fromkeys(values)) + "." if values else "Done."
+def reference_view(task: Task, results: list[Any]) -> Callable[[Any], bool]:
+    """Whether the reference episode (its calls with these `results`) showed a value.
 
-
-def _key_columns_with(conn: sqlite3.Connection, value: Any) -> Iterator[tuple[str, str]]:
-    """(table, column) pairs where `value` identifies a row: a primary-key column that holds it."""
-    for table in user_tables(conn):
-        keys = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")') if r[5]]
-        for col in keys:
-            if conn.execute(f'SELECT 1 FROM "{table}" WHERE "{col}" = ? LIMIT 1', (value,)).fetchone():
-                yield table, col
-
-
-def _nearest_rows(conn: sqlite3.Connection, table: str, col: str, value: Any) -> list[Any]:
-    """Other keys of `table`, the rows most like `value`'s first (same owner, same status, ...).
-
-    A wrong-row write that the tool refuses proves nothing; a sibling row (another placed order of
-    the same user) is the mistake a policy would make, and the one the tool accepts.
+    It ranks the rows a swapping agent tries, so an approximation will do: the tokens shown.
     """
-    cur = conn.execute(f'SELECT * FROM "{table}" WHERE "{col}" = ?', (value,))
-    names = [d[0] for d in cur.description]
-    original = cur.fetchone()
-    rows = conn.execute(
-        f'SELECT * FROM "{table}" WHERE "{col}" != ? LIMIT {NEAREST_SCAN}', (value,)
-    ).fetchall()
-    key = names.index(col)
-
-    def likeness(row: tuple[Any, ...]) -> int:
-        return sum(a == b for a, b in zip(row, original, strict=True))
-
-    rows.sort(key=lambda row: (-likeness(row), str(row[key])))
-    return [row[key] for row in rows[:WRONG_ROW_TRIES]]
+    tokens = Observations.of(transcript_of(task, task.reference, results, "")).identifiers()
+    return lambda value: normalize_text(str(value)) in tokens
 
 
-def _row_reference(name: str, value: Any) -> bool:
-    """Arguments that can name a row: strings (ids like "CARD-11"), or integers named like an id."""
-    if isinstance(value, str):
-        return bool(value)
-    return isinstance(value, int) and not isinstance(value, bool) and name.lower().endswith("id")
+async def _reference_view(env: Any, task: Task, sandbox: Any) -> Callable[[Any], bool]:
+    """`reference_view` from a fresh replay of the reference."""
+    instance = new_instance(env, sandbox)
+    try:
+        results = [await instance.call(c.name, dict(c.arguments)) for c in task.reference]
+    finally:
+        await instance.aclose()
+    return reference_view(task, results)
 
 
-def _swaps(template: sqlite3.Connection, name: str, value: Any) -> Iterator[Any]:
-    """Values of argument `name` that aim it at another row (a list argument: its last item swapped)."""
-    if isinstance(value, list):
-        if value and _row_reference(name.rstrip("s"), value[-1]):
-            for other in _swaps(template, name.rstrip("s"), value[-1]):
-                if other not in value:
-                    yield [*value[:-1], other]
-        return
-    if not _row_reference(name, value):
-        return
-    for table, col in _key_columns_with(template, value):
-        yield from _nearest_rows(template, table, col, value)
+def _changed_by(instance: Any, before: bytes) -> bool:
+    """Whether the instance's state differs from the image `before`.
 
-
-def wrong_row_variants(env: Any, task: Task) -> Iterator[tuple[int, list[ToolCall]]]:
-    """References with one write's row argument swapped for another row's key in the same table.
-
-    Yields (index of the changed call, calls), last write first, at most `WRONG_ROW_TRIES` other
-    keys per argument; the caller keeps the first variant whose changed call succeeds.
+    An in-memory database's image is byte-for-byte unchanged by a write that changed no row (an
+    UPDATE to the same values), and changed by one that did; a write that deletes and re-inserts
+    the same row could differ in bytes only, which at worst rejects a task that was fine.
     """
-    template = getattr(env, "template", None)
-    if template is None:
-        return
-    writes = set(getattr(env, "write_tools", ()))
-    for index in reversed(range(len(task.reference))):
-        call = task.reference[index]
-        if call.name not in writes:
+    return bool(instance.image() != before)
+
+
+async def _try(env: Any, attempt: Attempt, sandbox: Any) -> tuple[Any, list[Any]] | None:
+    """Run an attempt on a fresh instance: (instance, results), or None when it does not apply."""
+    instance = new_instance(env, sandbox)
+    try:
+        results: list[Any] = []
+        changed = True
+        for index, call in enumerate(attempt.calls):
+            before = instance.image() if attempt.must_change and index == attempt.probe else None
+            results.append(await instance.call(call.name, dict(call.arguments)))
+            if before is not None:
+                changed = _changed_by(instance, before)
+        applies = attempt.probe is None or (results[attempt.probe].ok and changed)
+    except BaseException:
+        await instance.aclose()
+        raise
+    if not applies:
+        await instance.aclose()
+        return None
+    return instance, results
+
+
+async def play_agent(
+    env: Any,
+    task: Task,
+    agent: AdversaryName,
+    score: Callable[[Any, ReplayTranscript], Awaitable[T]],
+    *,
+    sandbox: Any = None,
+    shown: Callable[[Any], bool] | None = None,
+) -> tuple[Attempt, T] | None:
+    """Play one agent on `task` and `score(instance, transcript)` it; None when it does not apply.
+
+    `instance` is None on a simulated environment (only the no-call agents play there). `shown`
+    (computed from a reference replay when not given) steers row swaps to rows the episode showed.
+    Raises `ReferenceReplayError` for a sandboxed environment without a sandbox.
+    """
+    answer = agent_answer(agent, task)
+    executable = getattr(env, "kind", "executable") == "executable"
+    if agent not in CALLING:
+        instance = new_instance(env, sandbox) if executable else None
+        try:
+            return Attempt(calls=[]), await score(instance, transcript_of(task, [], [], answer))
+        finally:
+            if instance is not None:
+                await instance.aclose()
+    if not executable:
+        return None
+    if shown is None:
+        shown = await _reference_view(env, task, sandbox)
+    for attempt in attempts(agent, env, task, shown):
+        tried = await _try(env, attempt, sandbox)
+        if tried is None:
             continue
-        for name, value in call.arguments.items():
-            for other in _swaps(template, name, value):
-                changed = ToolCall(name=call.name, arguments={**call.arguments, name: other})
-                yield index, [*task.reference[:index], changed, *task.reference[index + 1 :]]
+        instance, results = tried
+        try:
+            return attempt, await score(instance, transcript_of(task, attempt.calls, results, answer))
+        finally:
+            await instance.aclose()
+    return None
 
 
 class AdversaryRunner:
@@ -189,9 +225,11 @@ class AdversaryRunner:
         sandbox: CheckSandbox | None = None,
         config: RewardConfig | None = None,
         expected_state: sqlite3.Connection | None = None,
+        shown: Callable[[Any], bool] | None = None,
     ) -> None:
         self.env = env
         self.task = task
+        self.sandbox = sandbox
         self.kwargs: dict[str, Any] = {
             "judge": judge,
             "sandbox": sandbox,
@@ -200,50 +238,32 @@ class AdversaryRunner:
             "expected_state": expected_state,
             "memo": UntouchedMemo(),
         }
-        self.executable = getattr(env, "kind", "executable") == "executable"
-        self.writes = set(getattr(env, "write_tools", ())) if self.executable else set()
-
-    async def _score(self, calls: list[ToolCall], answer: str) -> tuple[Verdict, list[Any]]:
-        instance = new_instance(self.env, self.kwargs["sandbox"]) if self.executable else None
-        try:
-            results = [await instance.call(c.name, dict(c.arguments)) for c in calls] if instance else None
-            transcript = transcript_of(self.task, calls, results, answer)
-            verdict = await verify(self.task, instance, transcript, **self.kwargs)
-        finally:
-            if instance is not None:
-                await instance.aclose()
-        return verdict, results or []
-
-    async def _result(self, agent: AdversaryName, calls: list[ToolCall], answer: str) -> AdversaryResult:
-        verdict, _ = await self._score(calls, answer)
-        return AdversaryResult(agent=agent, applies=True, reward=verdict.reward, detail=verdict.summary())
+        self._shown = shown
 
     async def run(self, agent: AdversaryName) -> AdversaryResult:
         """Score one agent (inapplicable agents come back with `applies=False`)."""
-        task, answer = self.task, self.task.answer or ""
-        if agent == "empty":
-            return await self._result(agent, [], "")
-        if agent == "answer_no_call":
-            return await self._result(agent, [], answer or "Done.")
-        if agent == "values_done":
-            return await self._result(agent, [], values_answer(task))
-        written = [i for i, c in enumerate(task.reference) if c.name in self.writes]
-        if not written:
-            return AdversaryResult(agent=agent, applies=False, detail="the reference makes no write")
-        if agent == "reads_only":
-            return await self._result(agent, [c for c in task.reference if c.name not in self.writes], answer)
-        if agent == "drop_last_write":
-            last = written[-1]
-            return await self._result(agent, task.reference[:last] + task.reference[last + 1 :], answer)
-        for index, calls in wrong_row_variants(self.env, task):
-            verdict, results = await self._score(calls, answer)
-            if results[index].ok:
-                changed = calls[index]
-                detail = f"{changed.name}({json.dumps(changed.arguments, default=str)}): {verdict.summary()}"
-                return AdversaryResult(agent=agent, applies=True, reward=verdict.reward, detail=detail)
-        return AdversaryResult(
-            agent=agent, applies=False, detail="no other row that a reference write accepts"
-        )
+        if (
+            agent in CALLING
+            and self._shown is None
+            and getattr(self.env, "kind", "executable") == "executable"
+        ):
+            self._shown = await _reference_view(self.env, self.task, self.sandbox)
+
+        async def score(instance: Any, transcript: ReplayTranscript) -> Any:
+            return await verify(self.task, instance, transcript, **self.kwargs)
+
+        played = await play_agent(self.env, self.task, agent, score, sandbox=self.sandbox, shown=self._shown)
+        if played is None:
+            writes = set(getattr(self.env, "write_tools", ()))
+            why = (
+                _NOT_APPLICABLE.get(agent, "") if self.task.writes(writes) else "the reference makes no write"
+            )
+            return AdversaryResult(agent=agent, applies=False, detail=why or "does not apply")
+        attempt, verdict = played
+        detail = verdict.summary()
+        if attempt.probe is not None:
+            detail = f"{describe(attempt.calls[attempt.probe])}: {detail}"
+        return AdversaryResult(agent=agent, applies=True, reward=verdict.reward, detail=detail)
 
     async def run_all(self) -> list[AdversaryResult]:
         """Every agent, in `ADVERSARIES` order."""

@@ -1,7 +1,8 @@
 """The two gates every task must pass before use (DESIGN §4).
 
 - gold gate: replaying the reference solution (calls, then the reference answer) passes every
-  check, i.e. scores 1.0 before penalties. The expected state for `state_match` comes from a
+  check and earns it, i.e. scores 1.0 before penalties: a reference that writes an id it never
+  looked up passes its checks and earns nothing (`arena.tasks.grounding`), and fails here. The expected state for `state_match` comes from a
   *second*, independent replay, so a tool that is not deterministic fails the gate here instead
   of failing every agent later.
 - adversary gate: every non-working agent of `arena.tasks.adversary` (the empty episode, the
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from arena.protocols import ChatModel
-from arena.tasks.adversary import AdversaryResult, run_adversaries, transcript_of
+from arena.tasks.adversary import AdversaryResult, reference_view, run_adversaries, transcript_of
 from arena.tasks.model import Task
 from arena.tasks.replay import (
     ReferenceReplayError,
@@ -79,21 +80,37 @@ async def gold_gate(
     expected_state: sqlite3.Connection | None = None,
 ) -> GateResult:
     """Replay the reference solution and require every check to pass (score 1.0 before penalties)."""
+    result, _ = await _gold(
+        env, task, judge=judge, sandbox=sandbox, config=config, expected_state=expected_state
+    )
+    return result
+
+
+async def _gold(
+    env: Any,
+    task: Task,
+    *,
+    judge: ChatModel | None,
+    sandbox: CheckSandbox | None,
+    config: RewardConfig | None,
+    expected_state: sqlite3.Connection | None,
+) -> tuple[GateResult, list[Any] | None]:
+    """The gold gate, and the reference's tool results (None when it could not be replayed)."""
     if not _is_executable(env):
         # Simulated results are placeholders: the answer's values cannot have been observed.
         transcript = reference_transcript(task, None)
         verdict = await verify(
             task, None, transcript, judge=judge, sandbox=sandbox, config=config, provenance=False
         )
-        return _gold_result(verdict)
+        return _gold_result(verdict), None
     try:
         instance, results = await replay_reference(env, task, sandbox=sandbox)
     except ReferenceReplayError as exc:
-        return GateResult(gate="gold", ok=False, detail=str(exc))
+        return GateResult(gate="gold", ok=False, detail=str(exc)), None
     try:
         problem = first_failure(results)
         if problem is not None:
-            return GateResult(gate="gold", ok=False, detail=problem)
+            return GateResult(gate="gold", ok=False, detail=problem), results
         verdict = await verify(
             task,
             instance,
@@ -106,7 +123,7 @@ async def gold_gate(
         )
     finally:
         await instance.aclose()
-    return _gold_result(verdict)
+    return _gold_result(verdict), results
 
 
 def _gold_result(verdict: Verdict) -> GateResult:
@@ -115,6 +132,15 @@ def _gold_result(verdict: Verdict) -> GateResult:
         detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
         return GateResult(
             gate="gold", ok=False, detail=f"reference solution fails: {detail}", verdict=verdict
+        )
+    if verdict.unearned:
+        # Every check passed and the rules still pay nothing (e.g. a write of an id the reference
+        # never looked up): a policy imitating this reference would learn the shortcut.
+        return GateResult(
+            gate="gold",
+            ok=False,
+            detail=f"reference solution earns nothing: {verdict.unearned}",
+            verdict=verdict,
         )
     return GateResult(gate="gold", ok=True, detail="reference solution passes every check", verdict=verdict)
 
@@ -127,10 +153,22 @@ async def adversary_gate(
     sandbox: CheckSandbox | None = None,
     config: RewardConfig | None = None,
     expected_state: sqlite3.Connection | None = None,
+    reference_results: list[Any] | None = None,
 ) -> GateResult:
-    """Score every non-working agent; the gate holds when none of them earns anything."""
+    """Score every non-working agent; the gate holds when none of them earns anything.
+
+    `reference_results`, the tool results of a reference replay already made, saves replaying it
+    again to see which rows the reference showed.
+    """
+    shown = None if reference_results is None else reference_view(task, reference_results)
     agents = await run_adversaries(
-        env, task, judge=judge, sandbox=sandbox, config=config, expected_state=expected_state
+        env,
+        task,
+        judge=judge,
+        sandbox=sandbox,
+        config=config,
+        expected_state=expected_state,
+        shown=shown,
     )
     paid = [a for a in agents if a.paid]
     if paid:
@@ -169,8 +207,8 @@ async def run_gates(
             "config": config,
             "expected_state": expected,
         }
-        gold = await gold_gate(env, task, **kwargs)
-        adversary = await adversary_gate(env, task, **kwargs)
+        gold, results = await _gold(env, task, **kwargs)
+        adversary = await adversary_gate(env, task, **kwargs, reference_results=results)
     finally:
         if expected is not None:
             expected.close()

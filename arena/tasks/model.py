@@ -17,6 +17,7 @@ A task belongs to one environment; its id is unique inside that environment and 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -37,6 +38,8 @@ _DEFAULT_NAMES = {
     "rubric": "rubric",
     "action": "required writes were made",
 }
+# The name of the `state_match` check a write task gets when it has none (`Task.with_state_guard`).
+NOTHING_ELSE_CHANGED = "nothing else changed"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -206,6 +209,9 @@ class Task(BaseModel):
     round: int | None = None
     # Tools from other environments shown to the agent as noise ("ENV/TOOL"), per the `distractors` knob.
     distractor_tools: list[str] = Field(default_factory=list)
+    # Row identifiers in the reference's write arguments that the agent works out rather than
+    # copies from what it saw (see `arena.tasks.grounding`).
+    derived_args: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -220,6 +226,12 @@ class Task(BaseModel):
     def _consistent(self) -> Task:
         if self.mode == "conversational" and self.user is None:
             raise ValueError("a conversational task needs `user` (intent, persona)")
+        written = {str(v) for call in self.reference for v in _scalars(call.arguments)}
+        unknown = [v for v in self.derived_args if v not in written]
+        if unknown:
+            raise ValueError(
+                "`derived_args` names values that no reference call passes: " + ", ".join(map(repr, unknown))
+            )
         return self
 
     @property
@@ -232,10 +244,35 @@ class Task(BaseModel):
         """Whether any check reads the database (so the task needs an executable environment)."""
         return any(c.kind in ("state_match", "sql", "python") for c in self.checks)
 
+    def writes(self, write_tools: Collection[str]) -> bool:
+        """Whether the reference makes a write (calls one of the environment's `write_tools`)."""
+        return any(call.name in write_tools for call in self.reference)
+
+    def with_state_guard(self, write_tools: Collection[str]) -> Task:
+        """This task, with a `state_match` check added when its reference writes and it has none.
+
+        A write task must fail when the episode changed anything beyond what the reference changes
+        (another reply sent into another thread); only a `state_match` check sees every table.
+        A task that tolerates differences says so with that check's `ignore`.
+        """
+        if not self.writes(write_tools) or any(isinstance(c, StateMatchCheck) for c in self.checks):
+            return self
+        guard = StateMatchCheck(name=NOTHING_ELSE_CHANGED)
+        return self.model_copy(update={"checks": [*self.checks, guard]})
+
     @property
     def needs_judge(self) -> bool:
         """Whether any check is a rubric (so verification needs a judge model)."""
         return any(c.kind == "rubric" for c in self.checks)
+
+
+def _scalars(value: Any) -> list[Any]:
+    """Every scalar inside a JSON value (arguments nest lists and objects)."""
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _scalars(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _scalars(item)]
+    return [] if value is None else [value]
 
 
 def split_task_id(full_id: str) -> tuple[str, str]:

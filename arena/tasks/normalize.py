@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _CURRENCY = re.compile(r"[$€£¥₹₩₽₺₪₫฿¢]")
 # A number with comma thousands separators (full 3-digit groups) or a plain one, with optional
@@ -46,19 +47,25 @@ def distinct_numbers(text: str) -> set[str]:
     return {_canonical_number(m) for m in _NUMBER.finditer(unicodedata.normalize("NFKC", text))}
 
 
+@lru_cache(maxsize=8192)
+def value_pattern(expected: str) -> re.Pattern[str] | None:
+    """The pattern `contains_value` searches normalized text with (None for a blank value)."""
+    needle = normalize_text(expected)
+    if not needle:
+        return None
+    pattern = re.escape(needle)
+    if needle[0].isdigit():
+        pattern = r"(?<![\d.])" + pattern
+    if needle[-1].isdigit():
+        pattern = pattern + r"(?!\.?\d)"
+    return re.compile(pattern)
+
+
 def contains_value(answer: str, expected: str) -> bool:
     """Whether normalized `expected` occurs in normalized `answer`.
 
     A value starting or ending with a digit must not touch further digits there, so "12" does
     not match "120" or "3.12", while words match as substrings ("cancel" matches "cancelled").
     """
-    haystack = normalize_text(answer)
-    needle = normalize_text(expected)
-    if not needle:
-        return False
-    pattern = re.escape(needle)
-    if needle[0].isdigit():
-        pattern = r"(?<![\d.])" + pattern
-    if needle[-1].isdigit():
-        pattern = pattern + r"(?!\.?\d)"
-    return re.search(pattern, haystack) is not None
+    pattern = value_pattern(expected)
+    return pattern is not None and pattern.search(normalize_text(answer)) is not None

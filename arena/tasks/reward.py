@@ -7,7 +7,7 @@ With `n` checks of which `k` passed, `m` malformed tool calls and `t` assistant 
             + length_penalty_per_turn * max(0, t - free_turns)
             + (k - paid) / n          (unearned: see below)
     reward  = min(1, max(0, score - penalty))
-    passed  = (k == n) and reward >= pass_threshold
+    passed  = (k == n) and (paid == k) and reward >= pass_threshold
 
 Rewards pay only for work done (DESIGN §4); `paid` is `k` unless one of these rules withholds
 credit, and a withheld check shows in `penalties["unearned"]` and `Verdict.unearned`:
@@ -19,8 +19,16 @@ credit, and a withheld check shows in `penalties["unearned"]` and `Verdict.unear
 - **A task that only reads** pays nothing unless its answer is right: every `answer` check (or,
   with none, every `rubric` check) passed. An answer value counts only if the agent observed it
   in this episode (`arena.tasks.provenance`).
+- **A write must name only rows the episode showed.** An episode with a successful write whose
+  arguments name a row (an id, a code, an email of a key column) that neither the user's words,
+  nor an earlier tool result, nor the environment's rules showed the agent pays nothing
+  (`arena.tasks.grounding`): a policy that learned the seed database's ids by heart would
+  otherwise be paid for skipping the look-up that every other database needs.
+- **Nothing else changed.** Every write task carries a `state_match` check (the loader adds one
+  to a hand-written task that has none, `Task.with_state_guard`), so a write beside the task
+  (a second reply into another thread) fails it; `ignore` names what may differ.
 
-Both rules are all-or-nothing on the work, as tau2-bench's database and action checks are: a
+The rules are all-or-nothing on the work, as tau2-bench's database and action checks are: a
 policy paid for part of a write learns to stop halfway, and one paid for "nothing else broke"
 learns to do nothing.
 
@@ -80,6 +88,8 @@ class Verdict(BaseModel):
     penalties: dict[PenaltyKind, float] = Field(default_factory=dict)
     # Why credit was withheld (empty when every passed check paid); see the module docstring.
     unearned: str = ""
+    # Write arguments naming rows the episode never showed, as `tool(argument='value')`.
+    ungrounded: list[str] = Field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -92,9 +102,13 @@ class Verdict(BaseModel):
         return f"{'PASS' if self.passed else 'FAIL'} reward={self.reward:.2f} ({k}/{len(self.checks)} checks)"
 
 
-def _paid(results: list[CheckResult], *, writes_required: bool | None, wrote: bool | None) -> tuple[int, str]:
+def _paid(
+    results: list[CheckResult], *, writes_required: bool | None, wrote: bool | None, ungrounded: list[str]
+) -> tuple[int, str]:
     """How many passed checks pay under the rules of the module docstring, and why the rest do not."""
     k = sum(r.passed for r in results)
+    if ungrounded:
+        return 0, "a write names a row the episode never showed the agent: " + ", ".join(ungrounded)
     if writes_required is True:
         if wrote is False:
             return 0, "the task needs a write and the episode made none"
@@ -119,12 +133,14 @@ def compute_verdict(
     config: RewardConfig,
     writes_required: bool | None = None,
     wrote: bool | None = None,
+    ungrounded: list[str] | None = None,
 ) -> Verdict:
     """Apply the reward formula to check results and the episode's malformed-call and turn counts.
 
     `writes_required` is whether the task's reference writes, `wrote` whether the episode made a
     successful write (None: unknown, as for simulated environments; the rules that need them
-    then do not apply).
+    then do not apply); `ungrounded` lists the write arguments that named rows the episode never
+    showed (`arena.tasks.grounding.ungrounded_writes`).
     """
     n = len(results)
     k = sum(r.passed for r in results)
@@ -133,11 +149,20 @@ def compute_verdict(
         "malformed_calls": config.malformed_call_penalty * max(0, malformed_calls),
         "length": config.length_penalty_per_turn * max(0, turns - config.free_turns),
     }
-    paid, why = _paid(results, writes_required=writes_required, wrote=wrote)
+    ungrounded = ungrounded or []
+    paid, why = _paid(results, writes_required=writes_required, wrote=wrote, ungrounded=ungrounded)
     if paid < k:
         penalties["unearned"] = (k - paid) / n
     reward = min(1.0, max(0.0, score - sum(penalties.values())))
     # Round away float noise so that a perfect episode is exactly 1.0 (the gold gate compares).
     reward = round(reward, 9)
-    passed = n > 0 and k == n and reward >= config.pass_threshold
-    return Verdict(reward=reward, passed=passed, checks=results, penalties=penalties, unearned=why)
+    # Withheld credit fails the episode whatever `pass_threshold` allows.
+    passed = n > 0 and k == n and paid == k and reward >= config.pass_threshold
+    return Verdict(
+        reward=reward,
+        passed=passed,
+        checks=results,
+        penalties=penalties,
+        unearned=why,
+        ungrounded=ungrounded,
+    )

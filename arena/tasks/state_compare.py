@@ -20,6 +20,15 @@ from arena.env.state import changed_tables, schema_rows, to_image, user_tables
 Layout = tuple[bytes, list[Any], dict[int, str] | None]
 
 
+def template_layout_of(instance: Any) -> Layout | None:
+    """The layout of the template an instance started from, when its initial state is that template."""
+    env = getattr(instance, "env", None)
+    template = getattr(env, "template", None)
+    if template is None or getattr(instance, "initial", None) is not template:
+        return None
+    return env.template_layout()  # type: ignore[no-any-return, union-attr]
+
+
 def _touched_tables(base: Layout, *states: sqlite3.Connection) -> set[str] | None:
     """Tables that may differ from `base` in any of `states` (None: cannot tell).
 

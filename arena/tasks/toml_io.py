@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ class _TaskEntry(BaseModel):
     reference: list[_ReferenceEntry] = Field(default_factory=list)
     check: list[Check] = Field(min_length=1)
     difficulty: dict[str, float | int | str] = Field(default_factory=dict)
+    derived_args: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -127,12 +128,22 @@ def _field(index: int, loc: tuple[Any, ...]) -> str:
 
 
 def parse_tasks(
-    text: str, *, path: Path | str, env: str, tools: Mapping[str, ToolDef] | None = None
+    text: str,
+    *,
+    path: Path | str,
+    env: str,
+    tools: Mapping[str, ToolDef] | None = None,
+    write_tools: Collection[str] | None = None,
 ) -> list[Task]:
     """Parse `tasks.toml` text into tasks of `env`; raises `EnvLoadError` listing every problem.
 
-    With `tools`, reference calls are checked too: the tool must exist and accept the arguments.
+    With `tools`, reference calls are checked too (the tool must exist and accept the arguments).
+    With `tools` or `write_tools` (a sandboxed environment's, whose tools are not importable here),
+    a task whose reference writes gets a `state_match` check if it has none
+    (`Task.with_state_guard`).
     """
+    if write_tools is None and tools is not None:
+        write_tools = [name for name, tool in tools.items() if tool.writes]
     problems = Problems()
     try:
         data = tomllib.loads(text)
@@ -178,6 +189,8 @@ def parse_tasks(
             _check_reference(
                 task, index, label, tools, path=path, lines=lines, block=block, problems=problems
             )
+        if write_tools is not None:
+            task = task.with_state_guard(write_tools)
         tasks.append(task)
     problems.raise_if_any()
     return tasks
@@ -211,6 +224,7 @@ def _one_task(
             reference=[ToolCall(name=r.tool, arguments=r.args) for r in entry.reference],
             checks=entry.check,
             difficulty=entry.difficulty,
+            derived_args=entry.derived_args,
             origin="manual",
         )
     except ValidationError as exc:
@@ -277,7 +291,11 @@ def _check_reference(
 
 
 def load_tasks(
-    folder: Path, env: str | None = None, *, tools: Mapping[str, ToolDef] | None = None
+    folder: Path,
+    env: str | None = None,
+    *,
+    tools: Mapping[str, ToolDef] | None = None,
+    write_tools: Collection[str] | None = None,
 ) -> list[Task]:
     """The tasks of an environment folder (`[]` without a `tasks.toml`); `env` defaults to the folder name.
 
@@ -293,6 +311,5 @@ def load_tasks(
         problems.add(path, f"cannot read: {exc}")
         problems.raise_if_any()
         return []
-    return parse_tasks(
-        text, path=path, env=env or (folder.name if folder.is_dir() else folder.parent.name), tools=tools
-    )
+    name = env or (folder.name if folder.is_dir() else folder.parent.name)
+    return parse_tasks(text, path=path, env=name, tools=tools, write_tools=write_tools)

@@ -5,119 +5,38 @@ crashes, a sandbox violation or an unusable judge answer fails that check with a
 why. The reward formula lives in `arena.tasks.reward` (see its docstring).
 
 Checks that read state need an instance with `initial` (the state at reset) and `snapshot()`
-(a copy of the current state), i.e. an executable environment's instance. SQL checks run on a
-private copy of the final state, read-only, with the initial state attached as schema `initial`
-and a time limit per query.
+(a copy of the current state), i.e. an executable environment's instance; they live in
+`arena.tasks.state_checks`. Answer checks and the grounding of writes read the transcript.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
-from typing import Any, Protocol
+from typing import Any
 
-import structlog
-
-from arena.env.state import from_image, to_image
 from arena.protocols import ChatModel
 from arena.tasks.actions import run_action
+from arena.tasks.grounding import RowKeys, ungrounded_writes
 from arena.tasks.judge import judge_rubric
 from arena.tasks.model import ActionCheck, AnswerCheck, PythonCheck, SqlCheck, StateMatchCheck, Task
 from arena.tasks.normalize import contains_value, distinct_numbers
 from arena.tasks.provenance import Observations
 from arena.tasks.replay import ReferenceReplayError, reference_state
 from arena.tasks.reward import STATE_CHECKS, CheckResult, RewardConfig, Verdict, compute_verdict
-from arena.tasks.state_compare import Layout, compare_states
+from arena.tasks.state_checks import (
+    CheckSandbox,
+    EpisodeStates,
+    UntouchedMemo,
+    must_sandbox,
+    run_python,
+    run_sql,
+    run_state_match,
+)
+from arena.tasks.state_compare import compare_states, template_layout_of
 from arena.tasks.transcript import TranscriptLike, assistant_turns, render_transcript
 
-log = structlog.get_logger(__name__)
-
-SQL_CHECK_TIMEOUT_S = 2.0
-
-
-class CheckSandbox(Protocol):
-    """The part of `arena.sandbox.SandboxPool` that runs python checks."""
-
-    async def run_check(self, source: str, initial_image: bytes, final_image: bytes, answer: str) -> bool:
-        """Run `check(initial, final, answer)` in a worker; raises on violations."""
-        ...
-
-
-class _States:
-    """Lazily built views of the episode's states, shared by the checks of one verification."""
-
-    def __init__(self, instance: Any) -> None:
-        self._instance = instance
-        self._images: tuple[bytes, bytes] | None = None
-        self._checker: sqlite3.Connection | None = None
-        self._untouched: sqlite3.Connection | None = None
-
-    @property
-    def available(self) -> bool:
-        return hasattr(self._instance, "initial") and hasattr(self._instance, "snapshot")
-
-    def images(self) -> tuple[bytes, bytes]:
-        """(initial, final) database images."""
-        if self._images is None:
-            # `initial` may be the environment's shared template: `to_image` serializes under the
-            # runtime's copy lock. `image()` (the runtime's) skips the copy `snapshot()` makes.
-            image_of = getattr(self._instance, "image", None)
-            if callable(image_of):
-                final_image = image_of()
-            else:
-                final = self._instance.snapshot()
-                try:
-                    final_image = to_image(final)
-                finally:
-                    final.close()
-            self._images = (to_image(self._instance.initial), final_image)
-        return self._images
-
-    def final(self) -> sqlite3.Connection:
-        """A read-only copy of the final state with the initial one attached as `initial`."""
-        if self._checker is None:
-            initial_image, final_image = self.images()
-            conn = sqlite3.connect(":memory:")
-            conn.deserialize(final_image)
-            conn.execute("ATTACH DATABASE ':memory:' AS initial")
-            conn.deserialize(initial_image, name="initial")
-            conn.execute("PRAGMA query_only = ON")
-            self._checker = conn
-        return self._checker
-
-    def untouched(self) -> sqlite3.Connection:
-        """A private copy of the initial state: the final state of an episode that changed nothing."""
-        if self._untouched is None:
-            self._untouched = from_image(self.images()[0])
-        return self._untouched
-
-    def close(self) -> None:
-        for conn in (self._checker, self._untouched):
-            if conn is not None:
-                conn.close()
-
-
-def _run_sql(conn: sqlite3.Connection, check: SqlCheck) -> CheckResult:
-    deadline = time.monotonic() + SQL_CHECK_TIMEOUT_S
-    # Abort runaway queries (a synthesized cartesian join) instead of blocking the event loop.
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-    try:
-        row = conn.execute(check.sql).fetchone()
-    except sqlite3.Error as exc:
-        detail = (
-            f"query took over {SQL_CHECK_TIMEOUT_S:g}s"
-            if "interrupted" in str(exc)
-            else f"query error: {exc}"
-        )
-        return CheckResult(kind="sql", name=check.label, passed=False, detail=detail)
-    finally:
-        conn.set_progress_handler(None, 0)
-    if row is None:
-        return CheckResult(kind="sql", name=check.label, passed=False, detail="query returned no row")
-    value = row[0]
-    passed = value is not None and not isinstance(value, (bytes, str)) and bool(value)
-    return CheckResult(kind="sql", name=check.label, passed=passed, detail=f"query returned {value!r}")
+# Re-exported: callers verify through this module.
+__all__ = ["CheckSandbox", "UntouchedMemo", "compare_states", "must_sandbox", "verify"]
 
 
 def _describe_expected(group: list[str]) -> str:
@@ -174,103 +93,6 @@ def _run_answer(
     return CheckResult(kind="answer", name=check.label, passed=passed, detail=detail)
 
 
-def _python_in_process(check: PythonCheck, images: tuple[bytes, bytes], answer: str) -> bool:
-    conns = []
-    for image in images:
-        conn = sqlite3.connect(":memory:")
-        conn.deserialize(image)
-        conns.append(conn)
-    try:
-        namespace: dict[str, Any] = {"__name__": "arena_check"}
-        exec(compile(check.code, "<python check>", "exec"), namespace)
-        result = namespace["check"](conns[0], conns[1], answer)
-    finally:
-        for conn in conns:
-            conn.close()
-    if type(result).__name__ not in ("bool", "bool_"):  # numpy's bool too, as in the sandbox
-        raise TypeError(f"check returned {type(result).__name__}, not bool")
-    return bool(result)
-
-
-def must_sandbox(task: Task, check: PythonCheck) -> bool:
-    """Python checks written by a model always run in the sandbox; hand-written ones may opt in."""
-    return task.origin != "manual" or check.sandbox or os.environ.get("ARENA_SANDBOX", "") == "all"
-
-
-async def _run_python(
-    task: Task,
-    check: PythonCheck,
-    images: tuple[bytes, bytes],
-    answer: str,
-    sandbox: CheckSandbox | None,
-) -> CheckResult:
-    name = check.label
-    sandboxed = must_sandbox(task, check)
-    if sandboxed and sandbox is None:
-        return CheckResult(
-            kind="python",
-            name=name,
-            passed=False,
-            detail="this check must run in the sandbox, and none was given",
-        )
-    try:
-        if sandboxed:
-            assert sandbox is not None
-            passed = bool(await sandbox.run_check(check.code, images[0], images[1], answer))
-        else:
-            passed = _python_in_process(check, images, answer)
-    except Exception as exc:  # a broken check fails itself, never the verification
-        log.info("python_check_error", task=task.full_id, check=name, sandboxed=sandboxed, error=str(exc))
-        # The sandbox's errors already say what happened ("the check raised ...", "timeout ...").
-        detail = f"in the sandbox: {exc}" if sandboxed else f"check raised {type(exc).__name__}: {exc}"
-        return CheckResult(kind="python", name=name, passed=False, detail=detail)
-    return CheckResult(kind="python", name=name, passed=passed, detail="check returned " + str(passed))
-
-
-class UntouchedMemo:
-    """How the untouched initial state compares with one reference state, per `ignore` list.
-
-    Verifications that share an expected state (the agents of the adversary gate, the samples of
-    one task in a rollout group) ask it again for every episode that changed nothing; the answer
-    never changes, so it is worked out once. One memo serves one task.
-    """
-
-    def __init__(self) -> None:
-        self._problems: dict[tuple[str, ...], str | None] = {}
-
-    def problem(
-        self, states: _States, expected: sqlite3.Connection, ignore: list[str], base: Layout | None
-    ) -> str | None:
-        """`compare_states(initial, expected, ignore)`, memoized."""
-        key = tuple(ignore)
-        if key not in self._problems:
-            self._problems[key] = compare_states(states.untouched(), expected, ignore, base=base)
-        return self._problems[key]
-
-
-def _run_state_match(
-    check: StateMatchCheck,
-    states: _States,
-    expected: sqlite3.Connection | str,
-    base: Layout | None,
-    memo: UntouchedMemo,
-    untouched: bool,
-) -> CheckResult:
-    """Compare the final state with the reference's (`expected` is a reason when there is none)."""
-    name = check.label
-    if isinstance(expected, str):
-        return CheckResult(kind="state_match", name=name, passed=False, detail=expected)
-    if untouched:
-        problem = memo.problem(states, expected, check.ignore, base)
-    else:
-        problem = compare_states(states.final(), expected, check.ignore, base=base)
-    if problem is None:
-        return CheckResult(
-            kind="state_match", name=name, passed=True, detail="final state matches the reference"
-        )
-    return CheckResult(kind="state_match", name=name, passed=False, detail=problem)
-
-
 async def _expected_state(
     task: Task, env: Any, given: sqlite3.Connection | None, sandbox: CheckSandbox | None
 ) -> tuple[sqlite3.Connection | str | None, bool]:
@@ -285,13 +107,32 @@ async def _expected_state(
         return str(exc), False
 
 
-def _template_layout(instance: Any) -> Layout | None:
-    """The layout of the template an instance started from, when its initial state is that template."""
-    env = getattr(instance, "env", None)
-    template = getattr(env, "template", None)
-    if template is None or getattr(instance, "initial", None) is not template:
-        return None
-    return env.template_layout()  # type: ignore[no-any-return, union-attr]
+def _ungrounded(
+    task: Task,
+    seen: Observations | None,
+    write_tools: set[str] | None,
+    states: EpisodeStates,
+    rules: str,
+    reference_reads: set[str],
+) -> list[str]:
+    """The episode's write arguments naming rows it never showed (`arena.tasks.grounding`)."""
+    if seen is None or write_tools is None or not states.available:
+        return []
+    if not any(call.ok and call.name in write_tools for call in seen.calls):
+        return []
+    rows = RowKeys(states.final(), schemas=("main", "initial"))
+    return ungrounded_writes(
+        seen, write_tools, rows, rules=rules, derived=task.derived_args, reference_reads=reference_reads
+    )
+
+
+def _rules(instance: Any, env: Any) -> str:
+    """The environment's rules (the policy's system prompt shows them), from the instance or `env`."""
+    for source in (getattr(instance, "env", None), env):
+        rules = getattr(source, "rules", None)
+        if isinstance(rules, str):
+            return rules
+    return ""
 
 
 def _write_tools(instance: Any, env: Any) -> set[str] | None:
@@ -322,19 +163,20 @@ async def verify(
     `state_match` needs the reference's final state: pass `expected_state` (see
     `arena.tasks.replay.reference_state`, computed once per task), or `env` to replay it here.
     Rubric checks need `judge`; python checks of synthesized tasks need `sandbox`. Without them
-    those checks fail with a detail saying so. `provenance=False` credits answer values the
-    episode never showed (only for reference transcripts without real tool results). `memo`
+    those checks fail with a detail saying so. `provenance=False` credits answer values and write
+    identifiers the episode never showed (only for reference transcripts without real tool
+    results). `memo`
     shares work between verifications with the same `expected_state`.
     """
     config = config or RewardConfig()
     answer = transcript.final_answer or ""
-    states = _States(instance)
+    states = EpisodeStates(instance)
     write_tools = _write_tools(instance, env)
     writes_required = None if write_tools is None else any(c.name in write_tools for c in task.reference)
     write_log = getattr(instance, "write_log", None)
     reference_reads = {c.name for c in task.reference if write_tools is None or c.name not in write_tools}
     seen = Observations.of(transcript) if provenance and not config.shaping_only else None
-    base = _template_layout(instance)
+    base = template_layout_of(instance)
     memo = memo or UntouchedMemo()
     # An instance that never changed its template-born state still holds the initial state.
     untouched = base is not None and getattr(instance, "changed", None) is False
@@ -355,14 +197,14 @@ async def verify(
                 )
             elif isinstance(check, StateMatchCheck):
                 results.append(
-                    _run_state_match(check, states, expected or "no reference state", base, memo, untouched)
+                    run_state_match(check, states, expected or "no reference state", base, memo, untouched)
                 )
             elif isinstance(check, SqlCheck):
-                results.append(_run_sql(states.final(), check))
+                results.append(run_sql(states.final(), check))
             elif isinstance(check, AnswerCheck):
                 results.append(_run_answer(answer, check, seen, reference_reads))
             elif isinstance(check, PythonCheck):
-                results.append(await _run_python(task, check, states.images(), answer, sandbox))
+                results.append(await run_python(task, check, states.images(), answer, sandbox))
             elif isinstance(check, ActionCheck):
                 results.append(run_action(write_log, check))
             else:
@@ -376,6 +218,7 @@ async def verify(
                         attempts=config.judge_attempts,
                     )
                 )
+        ungrounded = _ungrounded(task, seen, write_tools, states, _rules(instance, env), reference_reads)
     finally:
         states.close()
         if owned and isinstance(expected, sqlite3.Connection):
@@ -387,4 +230,5 @@ async def verify(
         config=config,
         writes_required=None if config.shaping_only else writes_required,
         wrote=None if write_log is None else bool(write_log),
+        ungrounded=ungrounded,
     )

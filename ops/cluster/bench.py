@@ -80,7 +80,7 @@ def bench_tasks(names: list[str] | None) -> tuple[dict[str, Any], list[Any]]:
             continue
         mine = [
             t
-            for t in load_tasks(env.tasks_path, env=name)
+            for t in load_tasks(env.tasks_path, env=name, tools=env.tools)
             if t.mode == "autonomous" and t.reference and all(c.kind != "rubric" for c in t.checks)
         ]
         if mine:

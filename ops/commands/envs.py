@@ -265,7 +265,8 @@ async def check_one(
                 return record
             await env.describe(sandbox)
         report = await run_tool_tests(env, sandbox=sandbox if env.sandboxed else None)
-        tasks = load_tasks(path, env.name, tools=env.tools if not env.sandboxed else None)
+        tools = env.tools if not env.sandboxed else None
+        tasks = load_tasks(path, env.name, tools=tools, write_tools=env.write_tools)
     except EnvLoadError as exc:
         record["problems"] = [p.model_dump() for p in exc.problems]
         return record

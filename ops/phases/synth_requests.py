@@ -41,6 +41,10 @@ class SynthesisRequest(BaseModel):
     distractor_pool: list[str] = Field(default_factory=list)
     label: str | None = None  # the tasks' use in the metrics (default: their origin)
     writer: Literal["template", "model"] = "template"
+    # Training tasks: every id a reference call uses comes from the instruction or an earlier
+    # result (`arena.synth.walk.ungrounded_ids`), since SFT imitates the reference and GRPO's
+    # groups need a task the policy can solve by looking things up.
+    grounded: bool = False
 
 
 class SynthesisOutcome(BaseModel):
@@ -67,8 +71,10 @@ def graph_request(
     distractor_pool: Sequence[str] = (),
     label: str | None = None,
     with_helper: bool,
+    grounded: bool = False,
 ) -> SynthesisRequest:
-    """A graph synthesis request; `with_helper` lets the configured writer use the helper model."""
+    """A graph synthesis request; `with_helper` lets the configured writer use the helper model;
+    `grounded` asks for references that look up every id they use (training tasks)."""
     return SynthesisRequest(
         kind="graph",
         env=env,
@@ -79,6 +85,7 @@ def graph_request(
         distractor_pool=list(distractor_pool),
         label=label,
         writer=ctx.config.synthesis.writer if with_helper else "template",
+        grounded=grounded,
     )
 
 
@@ -125,6 +132,7 @@ async def _run_graph(
         "max_attempts": max(8, request.n * ctx.config.synthesis.max_attempts),
         "distractor_pool": request.distractor_pool,
         "difficulty": request.difficulty,
+        "grounded": request.grounded,
     }
     guideline = request.guideline
     if guideline is not None:

@@ -91,7 +91,11 @@ class SynthesizePhase(BasePhase):
                         difficulty=_difficulty(point["difficulty"]),
                     )
                 )
-            graph = {"distractor_pool": pool_names, "with_helper": ctx.config.synthesis.writer == "model"}
+            graph = {
+                "distractor_pool": pool_names,
+                "with_helper": ctx.config.synthesis.writer == "model",
+                "grounded": True,  # training tasks: SFT imitates their references
+            }
             guideline = guidelines.get(name)
             if guideline is not None:
                 batch.append(

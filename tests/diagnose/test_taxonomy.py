@@ -86,6 +86,16 @@ def test_wrong_entity(b: SimpleNamespace) -> None:
     assert "missing_write" in f.categories
 
 
+def test_an_ungrounded_write_is_its_own_root_cause(b: SimpleNamespace) -> None:
+    """The verifier names the write arguments no look-up showed: the policy wrote from memory."""
+    calls = [b.call("cancel_order", {"order_id": "O-1"}, writes=True)]
+    verdict = b.verdict(state=True).model_copy(update={"ungrounded": ["cancel_order(order_id='O-1')"]})
+    f = _classify(b, b.transcript(calls), verdict)
+    assert f.primary == "ungrounded_write" and f.tools == ["cancel_order"]
+    assert "cancel_order(order_id='O-1')" in f.details["ungrounded_write"]
+    assert _classify(b, b.transcript(calls), b.verdict(state=True)).primary != "ungrounded_write"
+
+
 def test_wrong_entity_from_diffs(b: SimpleNamespace) -> None:
     t = b.task(reference=[("cancel_order", {"reason": "x"})])
     calls = [b.call("cancel_order", {"reason": "x"}, writes=True)]

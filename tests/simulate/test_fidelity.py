@@ -326,7 +326,7 @@ def test_cli_json_with_the_embedded_helper(
 
 async def test_every_non_working_agent_takes_its_turn(tmp_path: Path) -> None:
     result = await measure_env(
-        _env("banking"), ScriptedFakeHelper(), FidelityConfig(tasks=8, episodes_per_kind=8), tmp_path
+        _env("banking"), ScriptedFakeHelper(), FidelityConfig(tasks=10, episodes_per_kind=10), tmp_path
     )
     gold = [j for j in result.judge if j.kind == "gold"]
     other = [j for j in result.judge if j.kind != "gold"]

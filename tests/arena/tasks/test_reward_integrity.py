@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from arena.env.registry import Registry
 from arena.episode.parser import MalformedCall
 from arena.episode.prompts import malformed_observation
 from arena.synth.graph_tasks import synthesize_graph_tasks
-from arena.tasks.adversary import AdversaryRunner, run_adversaries, transcript_of
+from arena.tasks.adversary import ADVERSARIES, AdversaryRunner, run_adversaries, transcript_of
 from arena.tasks.gates import adversary_gate, gold_gate, run_gates
 from arena.tasks.model import ActionCheck, AnswerCheck, ExpectedCall, SqlCheck, StateMatchCheck, Task
 from arena.tasks.provenance import Observations
@@ -155,16 +156,19 @@ async def test_work_that_cancels_out_needs_an_action_check(banking) -> None:
     bare = _freeze_unfreeze([StateMatchCheck()])
     assert (await gold_gate(banking, bare)).ok
     assert (await _score(banking, bare, [], bare.answer or "")).reward == 0.0
-    other = [ToolCall(name=c.name, arguments={"card_id": "CARD-12"}) for c in (FREEZE, UNFREEZE)]
+    other = [ToolCall(name="list_cards", arguments={})] + [
+        ToolCall(name=c.name, arguments={"card_id": "CARD-12"}) for c in (FREEZE, UNFREEZE)
+    ]
     assert (await _score(banking, bare, other, bare.answer or "")).reward == 1.0
     calls = [ExpectedCall(tool=c.name, args=c.arguments) for c in (FREEZE, UNFREEZE)]
     checked = _freeze_unfreeze([StateMatchCheck(), ActionCheck(calls=calls)])
     report = await run_gates(banking, checked)
     assert report.ok, (report.gold.detail, report.adversary.detail)
     assert (await _score(banking, checked, other, checked.answer or "")).reward == 0.0
-    extra_first = await _score(banking, checked, [UNFREEZE, FREEZE, UNFREEZE], "")
+    cards = ToolCall(name="list_cards", arguments={})
+    extra_first = await _score(banking, checked, [cards, UNFREEZE, FREEZE, UNFREEZE], "")
     assert extra_first.passed  # a call before the required ones does not matter
-    half = await _score(banking, checked, [FREEZE], "")
+    half = await _score(banking, checked, [cards, FREEZE], "")
     action = next(c for c in half.checks if c.kind == "action")
     assert not action.passed and "unfreeze_card(card_id='CARD-11')" in action.detail
 
@@ -226,15 +230,18 @@ async def test_a_write_to_the_wrong_row_is_caught(banking) -> None:
 
 
 async def test_every_agent_earns_nothing_on_bundled_and_synthesized_tasks() -> None:
-    """The acceptance set: every bundled task plus 8 graph tasks (seed 7) per executable env."""
+    """The acceptance set: every bundled task plus 8 graph tasks (seeds 7 and 11) per executable env."""
     registry = Registry(include_environ=False)
     earned: list[str] = []
-    scored = 0
+    applied: Counter[str] = Counter()
     for env in registry.load_all().values():
         if env.kind != "executable":
             continue
-        tasks = load_tasks(env.path, env.name) + (await synthesize_graph_tasks(env, 8, seed=7)).tasks
-        assert sum(t.origin == "graph" for t in tasks) == 8, env.name
+        tasks = load_tasks(env.path, env.name, tools=env.tools)
+        for seed in (7, 11):
+            synthesized = (await synthesize_graph_tasks(env, 8, seed=seed)).tasks
+            assert len(synthesized) == 8, (env.name, seed)
+            tasks += synthesized
         for task in tasks:
             gold = await gold_gate(env, task)
             assert gold.ok and gold.verdict is not None and gold.verdict.reward == 1.0, (
@@ -242,10 +249,13 @@ async def test_every_agent_earns_nothing_on_bundled_and_synthesized_tasks() -> N
                 gold.detail,
             )
             for agent in await run_adversaries(env, task):
-                scored += agent.applies
+                applied[agent.agent] += agent.applies
                 if agent.paid:
                     earned.append(f"{task.full_id}: {agent.agent} earns {agent.reward} ({agent.detail})")
-    assert scored > 900 and not earned, "\n".join(earned)
+    assert not earned, "\n".join(earned)
+    # Every agent met tasks it applies to (the counts of a run: 250 tasks, 74 for the blind writer).
+    assert all(applied[a] >= 50 for a in ADVERSARIES), applied
+    assert sum(applied.values()) > 1500, applied
 
 
 async def test_the_rules_alone_hold_on_almost_every_ungated_candidate(monkeypatch) -> None:
@@ -273,8 +283,10 @@ def test_envs_check_names_a_task_a_non_working_agent_earns_on(tmp_path: Path, ca
     with (folder / "tasks.toml").open("a") as f:
         f.write(
             '\n[[task]]\nid = "lazy-freeze"\ninstruction = "Freeze my debit card ending 3318."\n'
-            'answer = "Card frozen."\n[[task.reference]]\ntool = "freeze_card"\n'
-            'args = { card_id = "CARD-11" }\n[[task.check]]\nkind = "sql"\nname = "no card cancelled"\n'
+            'answer = "Card frozen."\n[[task.reference]]\ntool = "list_cards"\n'
+            '[[task.reference]]\ntool = "freeze_card"\nargs = { card_id = "CARD-11" }\n'
+            '[[task.check]]\nkind = "state_match"\nignore = ["cards.status"]\n'
+            '[[task.check]]\nkind = "sql"\nname = "no card cancelled"\n'
             "sql = \"SELECT COUNT(*) = 1 FROM cards WHERE status = 'cancelled'\"\n"
         )
     code = main(["envs", "check", str(folder), "--json"])

@@ -16,6 +16,8 @@ from arena.tasks.verify import compare_states, must_sandbox, verify
 pytestmark = pytest.mark.anyio
 
 TRANSFER = ("transfer", {"from_account": "ACC-1", "to_account": "ACC-2", "amount": 100})
+# The accounts looked up, as an agent paid for a transfer must have (grounded writes).
+LOOKUP = ("list_accounts", {})
 GOOD_ANSWER = "Moved $100 to savings."
 
 
@@ -40,7 +42,7 @@ async def test_correct_episode_with_extra_reads_scores_one(play, bank_env, bank_
 
 async def test_wrong_amount_fails_most_checks(play, bank_env, bank_tasks) -> None:
     task = bank_tasks["move-100-to-savings"]
-    calls = [("transfer", {"from_account": "ACC-1", "to_account": "ACC-2", "amount": 50})]
+    calls = [LOOKUP, ("transfer", {"from_account": "ACC-1", "to_account": "ACC-2", "amount": 50})]
     verdict = await _verify(play, bank_env, task, calls, "Moved $50.")
     by_kind = {c.kind: c for c in verdict.checks}
     assert not by_kind["state_match"].passed
@@ -69,7 +71,8 @@ async def test_doing_nothing_earns_no_credit_for_checks_the_untouched_state_pass
 
 
 async def test_partial_credit_right_action_wrong_answer(play, bank_env, bank_tasks) -> None:
-    verdict = await _verify(play, bank_env, bank_tasks["move-100-to-savings"], [TRANSFER], "All done!")
+    calls = [LOOKUP, TRANSFER]
+    verdict = await _verify(play, bank_env, bank_tasks["move-100-to-savings"], calls, "All done!")
     assert verdict.reward == pytest.approx(0.75)
     assert not verdict.passed
     assert verdict.score == pytest.approx(0.75)
@@ -77,12 +80,13 @@ async def test_partial_credit_right_action_wrong_answer(play, bank_env, bank_tas
 
 async def test_malformed_penalty_and_pass_threshold(play, bank_env, bank_tasks) -> None:
     task = bank_tasks["move-100-to-savings"]
-    verdict = await _verify(play, bank_env, task, [TRANSFER], GOOD_ANSWER, malformed=2)
+    calls = [LOOKUP, TRANSFER]
+    verdict = await _verify(play, bank_env, task, calls, GOOD_ANSWER, malformed=2)
     assert verdict.penalties["malformed_calls"] == pytest.approx(0.2)
     assert verdict.reward == pytest.approx(0.8)
     assert not verdict.passed  # default threshold 1.0
     lenient = RewardConfig(pass_threshold=0.75)
-    verdict = await _verify(play, bank_env, task, [TRANSFER], GOOD_ANSWER, malformed=2, config=lenient)
+    verdict = await _verify(play, bank_env, task, calls, GOOD_ANSWER, malformed=2, config=lenient)
     assert verdict.passed and verdict.reward == pytest.approx(0.8)
 
 
@@ -99,14 +103,14 @@ async def test_length_penalty_and_clipping(play, bank_env, bank_tasks) -> None:
 
 async def test_state_match_ignore_tables_and_columns(play, bank_env, bank_tasks) -> None:
     base = bank_tasks["move-100-to-savings"]
-    calls = [TRANSFER, ("rename_account", {"account_id": "ACC-2", "nickname": "rainy day"})]
+    calls = [LOOKUP, TRANSFER, ("rename_account", {"account_id": "ACC-2", "nickname": "rainy day"})]
     strict = base.model_copy(update={"checks": [StateMatchCheck()]})
     verdict = await _verify(play, bank_env, strict, calls, GOOD_ANSWER)
     assert not verdict.passed and "accounts: 1 row(s) missing" in verdict.checks[0].detail
     lenient = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts.nickname"])]})
     assert (await _verify(play, bank_env, lenient, calls, GOOD_ANSWER)).passed
     no_accounts = base.model_copy(update={"checks": [StateMatchCheck(ignore=["accounts", "transfers"])]})
-    assert (await _verify(play, bank_env, no_accounts, [TRANSFER], "")).passed
+    assert (await _verify(play, bank_env, no_accounts, [LOOKUP, TRANSFER], "")).passed
     # Ignoring every table leaves nothing to see a missing write in; the write rule still does.
     assert (await _verify(play, bank_env, no_accounts, [], "")).reward == 0.0
 
@@ -124,7 +128,7 @@ async def test_state_match_needs_reference_state(play, bank_env, bank_tasks) -> 
 
 
 async def test_sql_check_failures_are_details(play, bank_env, bank_tasks, monkeypatch) -> None:
-    monkeypatch.setattr("arena.tasks.verify.SQL_CHECK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("arena.tasks.state_checks.SQL_CHECK_TIMEOUT_S", 0.2)
     base = bank_tasks["checking-balance"]
     checks = [
         SqlCheck(name="syntax", sql="SELEC 1"),
@@ -195,7 +199,7 @@ async def test_an_answer_that_dumps_or_enumerates_values_earns_no_answer_credit(
 ) -> None:
     """The right transfer, then answers that hold "100" only by listing everything: both fail."""
     task = bank_tasks["move-100-to-savings"]
-    calls = [TRANSFER] + [("list_accounts", {})] * 12
+    calls = [LOOKUP, TRANSFER] + [LOOKUP] * 12
     instance = bank_env.new_instance()
     try:
         dump = _dumped_results((await play(instance, calls, "")).messages)
@@ -223,11 +227,12 @@ async def test_a_long_honest_report_passes_and_caps_are_per_check(play, bank_env
         "Recurring transfers of $50 on the 1st and $75 on the 15th are unchanged."
     )
     assert len(honest) < 1200 and len(distinct_numbers(honest)) < 40
-    verdict = await _verify(play, bank_env, task, [TRANSFER], honest)
+    verdict = await _verify(play, bank_env, task, [LOOKUP, TRANSFER], honest)
     assert verdict.passed, verdict.checks
     answer_check = next(c for c in task.checks if isinstance(c, AnswerCheck))
     strict = answer_check.model_copy(update={"max_chars": 100, "max_numbers": 5})
-    verdict = await _verify(play, bank_env, task.model_copy(update={"checks": [strict]}), [TRANSFER], honest)
+    strict_task = task.model_copy(update={"checks": [strict]})
+    verdict = await _verify(play, bank_env, strict_task, [LOOKUP, TRANSFER], honest)
     assert verdict.checks[0].detail.startswith(f"answer is {len(honest)} characters, over the cap of 100; ")
     assert "distinct numbers, over the cap of 5" in verdict.checks[0].detail
 
