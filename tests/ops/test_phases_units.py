@@ -291,3 +291,24 @@ def test_without_a_sandbox_boundary_sandboxed_envs_are_refused_and_the_rest_go_o
     assert set(usable) == set(everything) - executable  # simulated ones need no sandbox
     ctx.sandbox_available = True
     assert set(load_envs(ctx)) == set(everything)
+
+
+@pytest.mark.anyio
+async def test_a_grounded_request_rejects_references_with_ids_nobody_showed(
+    phase_context, make_config
+) -> None:
+    """SYNTHESIZE asks for grounded training tasks (SFT imitates their references); the request
+    carries the flag to the synthesizer, which then turns such candidates away."""
+    from arena.difficulty import Difficulty
+    from ops.phases.runtime import load_envs
+    from ops.phases.synth_requests import graph_request, run_request
+
+    ctx = phase_context(make_config(ARENA_SYNTHESIS__MAX_ATTEMPTS="10"), phase="synthesize")
+    envs = load_envs(ctx)
+    vague = Difficulty(walk_length=2, ambiguity=1)
+    loose = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False)
+    grounded = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False, grounded=True)
+    assert not loose.grounded and grounded.grounded
+    outcome = await run_request(ctx, envs, grounded, None)
+    assert len(outcome.tasks) == 6 and outcome.report.rejections.get("ungrounded", 0) > 0
+    assert (await run_request(ctx, envs, loose, None)).report.rejections.get("ungrounded", 0) == 0
