@@ -27,7 +27,7 @@ from arena.synth.motifs import MOTIFS
 from arena.types import Message, SamplingParams, ToolCall, ToolSpec
 from diagnose.compact import compact_trace
 from diagnose.evidence import EpisodeInput, Evidence
-from diagnose.fallback import fallback_report
+from diagnose.fallback import SKILLS, fallback_report
 from diagnose.motifs import weak_motifs
 from diagnose.report import (
     AgentUsage,
@@ -39,6 +39,7 @@ from diagnose.report import (
     validate_draft,
 )
 from diagnose.taxonomy import CATEGORIES
+from diagnose.text_quality import clean_report
 
 log = structlog.get_logger(__name__)
 
@@ -267,6 +268,9 @@ async def _agent_loop(
             overall_pass_rate=evidence.overall.pass_rate if evidence.overall.attempts else None,
             episodes=evidence.overall.attempts,
         )
+        report = clean_report(report, evidence, {k: skill for k, (skill, _) in SKILLS.items()})
+        if report.replaced_text:
+            log.info("diagnosis_text_replaced", fields=report.replaced_text)
         return report, ""
 
 

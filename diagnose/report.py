@@ -106,6 +106,9 @@ class DiagnosisReport(BaseModel):
     patterns: list[FailurePattern] = Field(default_factory=list)
     guidelines: list[Guideline] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
+    # The agent's free-text fields that did not read as text and were derived from the evidence
+    # instead (`diagnose.text_quality`), e.g. "patterns[0].description".
+    replaced_text: list[str] = Field(default_factory=list)
     overall_pass_rate: float | None = None
     episodes: int = 0
 
