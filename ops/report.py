@@ -47,6 +47,10 @@ def _diagnosis(out: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Curriculum decisions that leave an environment's difficulty as it was.
+_HOLDS = ("hold", "insufficient")
+
+
 def _plan(out: dict[str, Any]) -> dict[str, Any]:
     budget = {e: n for e, n in (out.get("allocation") or {}).get("tasks", {}).items() if n}
     keep = ("env", "failure_pattern", "skill", "motif", "target_tools", "n_tasks", "difficulty")
@@ -63,8 +67,11 @@ def _plan(out: dict[str, Any]) -> dict[str, Any]:
         "guidelines": [
             {k: g[k] for k in keep if g.get(k) not in (None, "", [])} for g in out.get("guidelines", [])
         ],
-        "decisions": [d for d in out.get("decisions", []) if d.get("action") != "hold"],
-        "held": sum(1 for d in out.get("decisions", []) if d.get("action") == "hold"),
+        # What changed; the environments left as they were (too few episodes, inside the band) are
+        # one count on a terminal, and each of them is in `holds`.
+        "decisions": [d for d in out.get("decisions", []) if d.get("action") not in _HOLDS],
+        "held": sum(1 for d in out.get("decisions", []) if d.get("action") in _HOLDS),
+        "holds": [d for d in out.get("decisions", []) if d.get("action") in _HOLDS],
         **extra,
     }
 

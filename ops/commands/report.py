@@ -90,7 +90,9 @@ def render(r: dict[str, Any]) -> str:
             )
     plan = r.get("plan")
     if plan:
-        lines.append(f"  plan        budget {_counts(plan['budget'])}; {plan['held']} held")
+        unseen = sum(1 for d in plan.get("holds", []) if d.get("action") == "insufficient")
+        held = f"{plan['held']} held" + (f" ({unseen} with too few episodes)" if unseen else "")
+        lines.append(f"  plan        budget {_counts(plan['budget'])}; {held}")
         for g in plan["guidelines"]:
             what = "; ".join(str(g[k]) for k in ("motif", "skill", "failure_pattern") if k in g)
             lines.append(f"    guideline {g['env']} x{g.get('n_tasks', '?')}: {what}"[:160])

@@ -56,6 +56,7 @@ def outputs(round_no: int, *, held_back: bool) -> dict[str, dict[str, Any]]:
             "decisions": [
                 {"env": "library", "action": "raise", "reason": "18/20 passed, interval above the band"},
                 {"env": "calendar", "action": "hold", "reason": "3 episodes"},
+                {"env": "weather", "action": "insufficient", "reason": "0 episode(s): hold"},
             ],
         },
         "synthesize": {
@@ -120,8 +121,10 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert "reference tools + 0 distractors" in first["train"]["tool_view"]
     assert first["diagnosis"]["weak_envs"][0]["env"] == "banking"
     assert first["diagnosis"]["patterns"][0]["motif"] == "id_chain"
-    assert first["plan"]["budget"] == {"library": 3} and first["plan"]["held"] == 1
+    assert first["plan"]["budget"] == {"library": 3} and first["plan"]["held"] == 2
     assert [d["action"] for d in first["plan"]["decisions"]] == ["raise"]
+    # JSON keeps every decision; the terminal leads with what changed and counts the rest.
+    assert [d["action"] for d in first["plan"]["holds"]] == ["hold", "insufficient"]
     assert first["synthesize"]["per_origin"] == {"targeted": 2, "graph": 1}
     assert first["synthesize"]["per_motif"] == {"id_chain": 2}
     assert first["synthesize"]["exercises"] == {"id_chain": 1}
@@ -135,6 +138,7 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert "yardstick   0.50 [" in text and "(3/6)" in text
     assert "publish     held back: yardstick 0.00 below" in text
     assert "raise     library: 18/20 passed" in text
+    assert "; 2 held (1 with too few episodes)" in text and "insufficient" not in text
     assert "by motif  id_chain 2" in text
     assert "warning   1 of 8 episodes broke their token chain" in text
     assert await arena("report", "--rounds", "1") == 0
