@@ -404,8 +404,9 @@ class TrainerConfig(ConfigSection):
     )
     publish_gate: bool = Field(
         True,
-        description="Publish a new policy only if its yardstick pass rate is not below the lower bound "
-        "of its parent's 95% interval (off: publish every trained policy).",
+        description="Publish a new policy only if it is not worse than its parent on the yardstick: the "
+        "paired 95% interval of its change over the same tasks does not lie wholly below 0 (off: publish "
+        "every trained policy).",
     )
     gpu_memory_gb: float = Field(
         80.0,

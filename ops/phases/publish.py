@@ -6,8 +6,8 @@ Local policy backend: the daemon's own policy model loads the new safetensors
 (`trainer.publish.HttpWeightPublisher`). The `checkpoints` row (parent, path, metrics) is written
 with the phase's done mark; rerunning the phase after a crash publishes the same folder again.
 With `trainer.publish_gate`, the new weights are first measured on the yardstick (every tool,
-greedy) and compared with this round's runs of the parent (EVALUATE's): a policy below the
-parent's 95% interval is held back (the parent is loaded again and stays the one the next round
+greedy) and compared with this round's runs of the parent (EVALUATE's), task by task: a policy
+whose paired change is worse beyond its 95% interval is held back (the parent is loaded again and stays the one the next round
 trains), its row is kept unpublished, and either decision is an event (`publish.accepted`,
 `publish.held_back`). Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
 rounds are deleted (never the live policy's, nor the one it was trained from).

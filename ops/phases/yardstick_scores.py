@@ -1,4 +1,4 @@
-"""The yardstick's figures: pass rates with Wilson 95% intervals, the publish gate, the metrics.
+"""The yardstick's figures: pass rates with Wilson 95% intervals, paired changes, the publish gate.
 
 Pure functions over stored runs (`arena.store.YardstickRunRow` or anything with `task_id`, `env`,
 `level` and `passed`), so EVALUATE, PUBLISH, `arena status` and `arena report` compute the same
@@ -78,6 +78,56 @@ def summarize(runs: Iterable[Any], *, stage: str, policy: str) -> YardstickSumma
     )
 
 
+class PairedChange(BaseModel):
+    """`after` − `before` pass rate on the tasks both ran, with a paired bootstrap 95% interval.
+
+    The same fixed tasks, greedy: each task is its own control, so the interval is that of the
+    per-task differences (far narrower than two independent intervals side by side).
+    """
+
+    tasks: int
+    before: float
+    after: float
+    diff: float
+    low: float
+    high: float
+    gained: int  # tasks that failed before and pass after
+    lost: int  # tasks that passed before and fail after
+
+    def text(self) -> str:
+        """`+0.12 [+0.05, +0.19] on 42 tasks (6 gained, 1 lost)`."""
+        return (
+            f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}] on {self.tasks} tasks "
+            f"({self.gained} gained, {self.lost} lost)"
+        )
+
+
+def paired_change(
+    before_runs: Sequence[Any], after_runs: Sequence[Any], *, seed: int = 0
+) -> PairedChange | None:
+    """The paired change from `before_runs` to `after_runs` (None when they share no task)."""
+    from trainer.evaluate import paired_bootstrap_diff
+
+    before = {r.task_id: float(r.passed) for r in before_runs}
+    after = {r.task_id: float(r.passed) for r in after_runs}
+    shared = sorted(set(before) & set(after))
+    if not shared:
+        return None
+    interval = paired_bootstrap_diff(
+        {t: [before[t]] for t in shared}, {t: [after[t]] for t in shared}, resamples=2000, seed=seed
+    )
+    return PairedChange(
+        tasks=len(shared),
+        before=sum(before[t] for t in shared) / len(shared),
+        after=sum(after[t] for t in shared) / len(shared),
+        diff=round(interval.value, 6),
+        low=round(interval.low, 6),
+        high=round(interval.high, 6),
+        gained=sum(after[t] > before[t] for t in shared),
+        lost=sum(after[t] < before[t] for t in shared),
+    )
+
+
 class GateDecision(BaseModel):
     """Whether PUBLISH makes a trained policy live, and why (stored as an event)."""
 
@@ -86,28 +136,28 @@ class GateDecision(BaseModel):
     parent: Score | None = None
     candidate: Score | None = None
     tasks: int = 0
+    change: PairedChange | None = None  # candidate − parent, paired over the same tasks
 
 
 def gate(parent_runs: Sequence[Any], candidate_runs: Sequence[Any], *, enabled: bool) -> GateDecision:
-    """Hold back a candidate whose yardstick pass rate is below its parent's 95% interval.
+    """Hold back a candidate that is worse than its parent on the yardstick, paired task by task.
 
-    Both are compared on the tasks both ran (the same fixed tasks, greedy). The parent's interval
-    is the yardstick's own noise at its size: a candidate inside it is not shown to be worse.
+    Both are compared on the tasks both ran (the same fixed tasks, greedy); the candidate is held
+    back when the paired 95% interval of its change lies wholly below 0. A candidate whose change
+    reaches 0 is not shown to be worse.
     """
     if not enabled:
         return GateDecision(publish=True, reason="trainer.publish_gate is off")
-    parent = {r.task_id: r for r in parent_runs}
-    candidate = {r.task_id: r for r in candidate_runs}
-    shared = sorted(set(parent) & set(candidate))
-    if not shared:
+    change = paired_change(parent_runs, candidate_runs)
+    if change is None:
         return GateDecision(publish=True, reason="no yardstick runs of both policies to compare")
-    p = score(sum(int(parent[t].passed) for t in shared), len(shared))
-    c = score(sum(int(candidate[t].passed) for t in shared), len(shared))
-    if c.passed < p.passed and c.rate < p.low:
-        reason = f"yardstick {c.text()} is below the parent's 95% interval: parent {p.text()}"
-        return GateDecision(publish=False, reason=reason, parent=p, candidate=c, tasks=len(shared))
-    reason = f"yardstick {c.text()} is not below the parent's 95% interval: parent {p.text()}"
-    return GateDecision(publish=True, reason=reason, parent=p, candidate=c, tasks=len(shared))
+    n = change.tasks
+    p = score(round(change.before * n), n)
+    c = score(round(change.after * n), n)
+    worse = change.high < 0
+    verdict = "is worse than" if worse else "is not worse than"
+    reason = f"yardstick {c.text()} {verdict} the parent's {p.text()}: paired change {change.text()}"
+    return GateDecision(publish=not worse, reason=reason, parent=p, candidate=c, tasks=n, change=change)
 
 
 def publish_metrics(metrics: Any, summary: dict[str, Any]) -> None:

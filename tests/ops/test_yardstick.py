@@ -14,7 +14,7 @@ import pytest
 from arena.store import Store, repo, repo_yardstick
 from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
-from ops.phases.yardstick_scores import gate, score, summarize
+from ops.phases.yardstick_scores import gate, paired_change, score, summarize
 
 HERE = Path(__file__).parent
 
@@ -42,14 +42,31 @@ def test_scores_pool_levels_and_environments_with_wilson_intervals() -> None:
     assert (round(score(8, 10).low, 3), round(score(8, 10).high, 3)) == (0.49, 0.943)
 
 
-def test_gate_holds_back_only_a_candidate_below_the_parents_interval() -> None:
+def test_a_paired_change_tells_what_two_intervals_side_by_side_cannot() -> None:
+    """40 tasks, 2 passed before and 8 after (6 gained, none lost): the two Wilson intervals
+    overlap, the paired interval of the same runs lies above 0."""
+    before = [run(f"t{i}", i < 2) for i in range(40)]
+    after = [run(f"t{i}", i < 8) for i in range(40)]
+    b, a = score(2, 40), score(8, 40)
+    assert a.low < b.high  # side by side: not told apart
+    change = paired_change(before, after)
+    assert change is not None and (change.gained, change.lost, change.tasks) == (6, 0, 40)
+    assert change.diff == pytest.approx(0.15) and change.low > 0
+    assert change.text().startswith("+0.15 [+")
+    assert paired_change(before, [run("other", True)]) is None
+
+
+def test_gate_holds_back_only_a_candidate_paired_worse_than_its_parent() -> None:
     parent = [run(f"t{i}", True) for i in range(6)]  # 6/6: interval [0.61, 1]
     worse = [run(f"t{i}", i < 3) for i in range(6)]  # 3/6 = 0.5 < 0.61
     close = [run(f"t{i}", i < 5) for i in range(6)]  # 5/6 = 0.83: inside the parent's interval
     held = gate(parent, worse, enabled=True)
     assert not held.publish and held.candidate == score(3, 6) and held.parent == score(6, 6)
-    assert "below the parent's 95% interval" in held.reason
-    assert gate(parent, close, enabled=True).publish
+    assert held.change is not None and held.change.lost == 3 and held.change.high < 0
+    assert "is worse than the parent's" in held.reason and "(0 gained, 3 lost)" in held.reason
+    # One task lost of six: the paired interval still reaches 0, so it is not shown to be worse.
+    kept = gate(parent, close, enabled=True)
+    assert kept.publish and kept.change is not None and kept.change.high == 0.0
     assert gate(parent, worse, enabled=False).publish  # trainer.publish_gate = false
     # Only tasks both policies ran are compared; none in common: nothing to hold back on.
     assert gate(parent, [run("other", False)], enabled=True).publish
