@@ -18,8 +18,11 @@ class RolloutStats(BaseModel):
     """What one batch of episodes looked like (computed by the rollout bridge)."""
 
     episodes: int = 0
+    # Episodes that ended on an infrastructure error (environment, user simulator or model server
+    # failed): left out of their group's statistics and of the reward and pass rate below.
+    infra_errors: int = 0
     groups: int = 0
-    zero_variance_groups: int = 0  # groups whose rewards were all equal (dropped from the loss)
+    zero_variance_groups: int = 0  # groups whose scored rewards were all equal (dropped from the loss)
     resampled_groups: int = 0  # zero-variance groups replaced by another task's group (dynamic sampling)
     discarded_episodes: int = 0  # episodes run but not trained on (replaced, or resampled without signal)
     reward_mean: float = 0.0
@@ -33,6 +36,11 @@ class RolloutStats(BaseModel):
     finishes: dict[str, int] = Field(default_factory=dict)
 
     @property
+    def scored(self) -> int:
+        """Episodes with a reward (those that did not end on an infrastructure error)."""
+        return self.episodes - self.infra_errors
+
+    @property
     def zero_variance_fraction(self) -> float:
         """Share of groups without signal."""
         return self.zero_variance_groups / self.groups if self.groups else 0.0
@@ -40,17 +48,19 @@ class RolloutStats(BaseModel):
     @classmethod
     def pooled(cls, batches: Sequence[RolloutStats]) -> RolloutStats:
         """Episodes, reward mean and std and pass rate over several batches, as if they were one."""
-        n = sum(b.episodes for b in batches)
+        episodes, infra = sum(b.episodes for b in batches), sum(b.infra_errors for b in batches)
+        n = episodes - infra  # the scored episodes the batches' means are over
         if n == 0:
-            return cls()
-        mean = sum(b.reward_mean * b.episodes for b in batches) / n
+            return cls(episodes=episodes, infra_errors=infra)
+        mean = sum(b.reward_mean * b.scored for b in batches) / n
         # E[x²] − E[x]² with each batch's E[x²] = std² + mean² (population std, as in a batch).
-        square = sum((b.reward_std**2 + b.reward_mean**2) * b.episodes for b in batches) / n
+        square = sum((b.reward_std**2 + b.reward_mean**2) * b.scored for b in batches) / n
         return cls(
-            episodes=n,
+            episodes=episodes,
+            infra_errors=infra,
             reward_mean=mean,
             reward_std=max(square - mean**2, 0.0) ** 0.5,
-            pass_rate=sum(b.pass_rate * b.episodes for b in batches) / n,
+            pass_rate=sum(b.pass_rate * b.scored for b in batches) / n,
         )
 
 
@@ -143,9 +153,10 @@ class TaskOutcome(BaseModel):
 
     task: str  # ENV/ID
     env: str
-    episodes: int = 0
+    episodes: int = 0  # scored episodes (infrastructure errors are counted apart)
     passed: int = 0
     reward_sum: float = 0.0
+    infra_errors: int = 0  # episodes that ended on an environment or model failure
 
 
 class TrainResult(BaseModel):
@@ -164,6 +175,9 @@ class TrainResult(BaseModel):
     resampled_groups: int = 0
     groups: int = 0
     episodes: int = 0
+    # GRPO: episodes that ended on an infrastructure error (environment, user simulator or model
+    # server failure): left out of their groups' statistics and of reward_mean and pass_rate.
+    infra_errors: int = 0
     # GRPO: episodes whose later turns were not trained (their prompt was re-rendered: a new chain).
     chain_breaks: int = 0
     examples: int = 0  # SFT: trajectories trained on

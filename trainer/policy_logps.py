@@ -70,6 +70,10 @@ def policy_token_trainer_class() -> type:
     """TRL's `GRPOTrainer` with the loss's log-probabilities from `policy_token_logps`."""
     from trl import GRPOTrainer
 
+    from trainer.samples import quiet_unscored_notice
+
+    quiet_unscored_notice()
+
     class PolicyTokenGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         """Scores only the policy's tokens when computing the GRPO loss (see the module docstring)."""
 
