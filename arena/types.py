@@ -112,6 +112,9 @@ class Completion(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    # Positions in `completion_token_ids` that constrained decoding forced (its grammar admitted no
+    # other token): no choice of the policy's, so the trainer does not train them.
+    completion_forced: list[int] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     latency_s: float = 0.0

@@ -8,7 +8,8 @@ completion logprobs, which the trainer needs.
 
 The trainer reaches the underlying model through `.model` / `.tokenizer`, builds a backend around
 an already loaded model with `LocalChatModel(model, tokenizer)`, and swaps in new weights with
-`load_weights(path)` or `load_state_dict(...)`; both wait for the running batch to finish.
+`load_weights(path)` or `load_state_dict(...)` (`simulate.local_weights`); both wait for the
+running batch to finish.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from simulate.kv_reuse import (
     kv_bytes_per_token,
     kv_chunks,
 )
+from simulate.local_weights import WeightSwaps
 from simulate.model_errors import ModelRequestError
 from simulate.precision import Dtype, resolve_dtype
 from simulate.token_prefix import TokenPrefixCache
@@ -64,7 +66,7 @@ def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-class LocalChatModel:
+class LocalChatModel(WeightSwaps):
     """A `ChatModel` over a transformers causal LM, batching concurrent requests."""
 
     backend = "local"
@@ -197,82 +199,6 @@ class LocalChatModel:
         """The request batcher (its statistics are useful in benchmarks)."""
         return self._batcher
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Copy a full set of new weights into the model, between batches (blocking).
-
-        Checked before anything is copied, so a mismatched checkpoint leaves the model untouched.
-        """
-        expected = set(self._model.state_dict())
-        tied = getattr(self._model, "_tied_weights_keys", None) or ()
-        missing = sorted(expected - set(state_dict) - set(tied))
-        unexpected = sorted(set(state_dict) - expected)
-        if missing or unexpected:
-            raise ModelError(
-                f"weights do not fit the model: {len(missing)} missing (e.g. {missing[:3]}), "
-                f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
-            )
-        with self._model_lock:
-            if self._kv_store is not None:
-                self._kv_store.clear()  # computed with the old weights
-            try:
-                self._model.load_state_dict(state_dict, strict=False)
-            except RuntimeError as exc:  # shape mismatches
-                raise ModelError(f"weights do not fit the model: {exc}") from exc
-            self._adapter_base = {}  # new full weights: the adapter served before is gone with the old
-        log.info("local_model.weights_loaded", model=self.name, tensors=len(state_dict))
-
-    def load_adapter(self, path: str | Path) -> None:
-        """Serve the full weights loaded last plus the LoRA adapter in `path`, merged (blocking).
-
-        Replaces the adapter served before: a round's adapters are each relative to the round's
-        full weights, not to one another. Checked before anything changes (`ModelError`).
-        """
-        from simulate.lora_merge import adapter_deltas
-
-        deltas = adapter_deltas(path, self._model.state_dict())
-        with self._model_lock:
-            params = self._restore_base()
-            for name, delta in deltas.items():
-                self._adapter_base[name] = params[name].clone()
-                params[name].add_(delta)  # state_dict() tensors share the parameters' storage
-            if self._kv_store is not None:
-                self._kv_store.clear()
-        log.info("local_model.adapter_loaded", model=self.name, path=str(path), layers=len(deltas))
-
-    def unload_adapter(self) -> None:
-        """Serve the full weights loaded last again, without the adapter (blocking)."""
-        with self._model_lock:
-            self._restore_base()
-            if self._kv_store is not None:
-                self._kv_store.clear()
-
-    def _restore_base(self) -> dict[str, Any]:
-        """Put back the layers the served adapter changed (the caller holds the model lock)."""
-        params = self._model.state_dict()
-        for name, weight in self._adapter_base.items():
-            params[name].copy_(weight)
-        self._adapter_base = {}
-        return params
-
-    def weights_changed(self) -> None:
-        """Say the model's weights were changed in place (an optimizer step): cached keys are stale."""
-        if self._kv_store is not None:
-            with self._model_lock:
-                self._kv_store.clear()
-
-    def load_weights(self, path: str | Path) -> None:
-        """Load safetensors weights from a checkpoint folder (or one `.safetensors` file)."""
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-        if not files or not all(f.is_file() for f in files):
-            raise ModelError(f"no safetensors weights at {path}")
-        state: dict[str, Any] = {}
-        for file in files:
-            state.update(load_file(str(file), device=str(self._model.device)))
-        self.load_state_dict(state)
-
     # ------------------------------------------------------------------------------- rendering
     def render_prompt(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None
@@ -366,6 +292,7 @@ class LocalChatModel:
             prompt_token_ids=prompt_ids,
             completion_token_ids=result.token_ids,
             completion_logprobs=result.logprobs if params.logprobs else None,
+            completion_forced=result.forced,
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(result.token_ids)),
             model=self.name,
             latency_s=time.perf_counter() - started,

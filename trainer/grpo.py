@@ -13,6 +13,10 @@ weights at the step after it (the optimizer state restarts), so a crash loses at
 `save_every - 1` steps. With a KL term (`beta` > 0) the reference stays the policy the round
 started from, resumed or not.
 
+The loss trains what the rollouts sampled: with grammar-constrained tool calls, the tokens the
+grammar forced are out of the loss, and the others are scored as the sampler recorded them (the
+choice and why: `trainer.policy_logps`).
+
 With `config.processes > 1` the steps run in worker processes instead (`trainer.sharded`: FSDP
 over GPUs under `accelerate launch`), with the same rollout bridge, checkpoints and result.
 """

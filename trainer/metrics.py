@@ -31,6 +31,7 @@ class RolloutStats(BaseModel):
     mean_turns: float = 0.0  # policy turns per episode
     mean_policy_tokens: float = 0.0  # sampled tokens per episode
     generated_tokens: int = 0
+    forced_tokens: int = 0  # of those, tokens a grammar forced (constrained decoding: not trained)
     seconds: float = 0.0
     chain_breaks: int = 0  # episodes whose later turns could not be trained (prompt re-rendered)
     finishes: dict[str, int] = Field(default_factory=dict)

@@ -12,6 +12,21 @@ generation) TRL's own path runs. Values at masked positions are zero: every use 
 is multiplied by the mask. Where the loss compares them with stored old log-probs (several
 iterations per generation), those are zeroed at the same positions, so the ratio there is
 exp(0 - 0) = 1 instead of the overflow of exp(0 - old).
+
+Constrained decoding (`round.constrain_tool_calls`: xgrammar masks the logits) samples from
+q = p·mask / Z, not from the policy's p. Of the two exact treatments — score log q (the trainer
+would need every position's mask and its normaliser Z, recomputing the grammar over each
+completion) or train only the tokens where the grammar left a choice — the trainer does the second:
+the sampler marks each token whose mask admitted that token alone (`DecodeResult.forced`), and the
+episode's mask (`TokenChain.mask`) is 0 there. On a forced token q = 1 whatever the weights, so the
+exact gradient of log q is zero; training log p there instead pushed the advantage into a token the
+policy never chose, every step, without ever changing what is sampled (the learn bench's one-token
+KL of 4,176 was such a token). On the tokens trained, the sampler's recorded log-prob is that of the
+full softmax before the mask (as vLLM reports it) and so is the trainer's: the importance ratio
+compares like with like. What is left out on them is the mask's normaliser: where the grammar
+leaves a few tokens (a tool's name, a key) the gradient of log p also lowers tokens the grammar
+bans, which changes nothing that is sampled; the forced tokens were where log p and log q parted
+most (q = 1 where p could be 1e-6).
 """
 
 from __future__ import annotations

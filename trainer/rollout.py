@@ -337,6 +337,7 @@ def rollout_stats(
         mean_turns=statistics.fmean(t.num_turns for t, _ in results) if results else 0.0,
         mean_policy_tokens=statistics.fmean(policy_tokens) if policy_tokens else 0.0,
         generated_tokens=sum(policy_tokens),
+        forced_tokens=sum(len(s.forced) for t, _ in results for s in t.segments if s.kind == "policy"),
         seconds=seconds,
         chain_breaks=sum(bool(t.chain_breaks) for t, _ in results),
         finishes=dict(Counter(t.finish for t, _ in results)),

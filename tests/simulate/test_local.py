@@ -148,6 +148,12 @@ async def test_json_schema_output_always_validates(local_model) -> None:
     for i, completion in enumerate(results):
         assert completion.finish_reason == "stop", completion.text
         jsonschema.validate(json.loads(completion.text), SCHEMAS[i])
+        # The grammar's fixed JSON (the opening brace of an object, its keys) left the model no
+        # choice: those positions are reported, the model's own choices are not.
+        forced = completion.completion_forced
+        assert forced and len(forced) < len(completion.completion_token_ids)
+    free = await local_model.chat(user("Say hi."), params=SamplingParams(max_tokens=4))
+    assert free.completion_forced == []
 
 
 async def test_bad_requests_give_clear_errors(local_model) -> None:
