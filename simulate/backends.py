@@ -133,5 +133,8 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
         breaker_cooldown_s=spec.breaker_cooldown_s,
         concurrency=spec.concurrency,
         return_token_ids=spec.return_token_ids,
+        # The policy's server is vLLM (its weights are published there): every sampling field is
+        # sent, so evaluation samples as GRPO's token-id rollouts do, whatever generation_config.json says.
+        pin_sampling=spec.role == "policy",
         pool=pool,
     )

@@ -47,6 +47,19 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
+def pinned_sampling(params: SamplingParams) -> dict[str, Any]:
+    """Every sampling field a vLLM server fills from the model's generation config when a request
+    leaves it out (`simulate.generation_defaults`), set to what `params` says."""
+    return {
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k,
+        "min_p": params.min_p,
+        "repetition_penalty": params.repetition_penalty,
+    }
+
+
 class _Retryable(Exception):
     def __init__(self, message: str, replica: Replica, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -59,6 +72,9 @@ class HttpChatModel:
 
     `base_url` is one base URL or a list (replicas); `pool` shares replica state with other clients
     of the same servers (`simulate.replicas.shared_pool`), else the client makes its own.
+    `pin_sampling` sends every sampling field a vLLM server would otherwise take from the model's
+    generation config (the policy's server: evaluation then samples as GRPO does); without it the
+    truncation and penalty fields go only when set (OpenAI's API refuses them).
     """
 
     backend = "http"
@@ -80,6 +96,7 @@ class HttpChatModel:
         breaker_cooldown_s: float = 30.0,
         concurrency: int = 16,
         return_token_ids: bool = True,
+        pin_sampling: bool = False,
         extra_body: dict[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -106,6 +123,7 @@ class HttpChatModel:
         self.backoff_max_s = backoff_max_s
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
         self.return_token_ids = return_token_ids
+        self.pin_sampling = pin_sampling
         self._extra_body = dict(extra_body or {})
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -138,13 +156,13 @@ class HttpChatModel:
         self, messages: list[Message], tools: list[ToolSpec] | None, params: SamplingParams
     ) -> dict[str, Any]:
         """The JSON body sent for one chat call."""
-        body: dict[str, Any] = {
-            "model": self.name,
-            "messages": [m.openai() for m in messages],
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-        }
+        body: dict[str, Any] = {"model": self.name, "messages": [m.openai() for m in messages]}
+        sampling = pinned_sampling(params)
+        if not self.pin_sampling:
+            # OpenAI's own API refuses vLLM's extra fields: send them only when they say something.
+            neutral = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+            sampling = {k: v for k, v in sampling.items() if neutral.get(k, object()) != v}
+        body.update(sampling)
         if params.stop:
             body["stop"] = params.stop
         if params.seed is not None:

@@ -26,6 +26,10 @@ stays in the chain exactly as sampled and is trained like every sampled token; i
 text the episode sees, so tool calls and answers are parsed from what follows it. Templates
 without a thinking switch ignore the flag.
 
+Every sampler field vLLM would otherwise take from the model's `generation_config.json` (Qwen3:
+top_k 20) is sent with each request (`pinned_sampling`): the tokens are then drawn from the
+temperature-scaled softmax the trainer scores, not from a truncation it never sees.
+
 Constrained decoding cannot go through this endpoint: a request asking for a JSON schema or a
 required tool call is refused rather than silently sampled unconstrained.
 """
@@ -43,7 +47,7 @@ from typing import Any
 
 from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
-from simulate.http import _FINISH, HttpChatModel, _int_list, _logprobs
+from simulate.http import _FINISH, HttpChatModel, _int_list, _logprobs, pinned_sampling
 from simulate.model_errors import ModelRequestError
 
 SENTINEL = "ARENA-TURN-BOUNDARY-7f3a"
@@ -204,9 +208,7 @@ class TokenChatModel(HttpChatModel):
         body: dict[str, Any] = {
             "model": self.request_model or self.name,
             "prompt": self.prompt_ids(messages, tools),
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
+            **pinned_sampling(params),
             "return_token_ids": True,
         }
         if params.stop:

@@ -180,17 +180,25 @@ class TrainerConfig(BaseModel):
             raise ValueError(
                 f"micro_batch_size ({self.micro_batch_size}) must divide tasks_per_step × group_size ({self.batch_size})"
             )
-        temperature = self.episode.params.temperature
-        if (
-            self.off_policy.enabled
-            and self.off_policy.sampler_logprobs == "raw"
-            and temperature not in (0.0, 1.0)
-        ):
-            raise ValueError(
-                f"the sampler's raw log-probs are at temperature 1 and the episodes sample at {temperature}: "
-                "serve with vLLM's --logprobs-mode processed_logprobs and set off_policy.sampler_logprobs = "
-                "'processed', sample at temperature 1, or turn off_policy off"
-            )
+        params = self.episode.params
+        if self.off_policy.enabled and self.off_policy.sampler_logprobs == "raw":
+            # Raw log-probs are of the untouched softmax: a ratio against them never sees what
+            # temperature, truncation or a penalty did to the distribution actually sampled.
+            departs = []
+            if params.temperature not in (0.0, 1.0):
+                departs.append(f"temperature {params.temperature}")
+            if params.truncates:
+                departs.append(
+                    f"top_p {params.top_p}, top_k {params.top_k}, min_p {params.min_p}, "
+                    f"repetition_penalty {params.repetition_penalty}"
+                )
+            if departs:
+                raise ValueError(
+                    f"the sampler's raw log-probs are of the untouched softmax and the episodes sample with "
+                    f"{'; '.join(departs)}: serve with vLLM's --logprobs-mode processed_logprobs and set "
+                    "off_policy.sampler_logprobs = 'processed', sample at temperature 1 without truncation, "
+                    "or turn off_policy off"
+                )
         if self.rollout_backend == "http" and not self.rollout_base_url:
             raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")
         self._check_processes()

@@ -70,6 +70,12 @@ def test_grpo_args_carry_the_correction_and_the_sampling_temperature(tmp_path) -
         TrainerConfig.model_validate(warm)
     ok = TrainerConfig.model_validate({**warm, "off_policy": {"sampler_logprobs": "processed"}})
     assert grpo_args(ok, tmp_path, max_steps=1, seed=0).temperature == 0.7
+    # Nor can a truncated or penalized distribution (what vLLM would take from generation_config.json).
+    for field, value in (("top_k", 20), ("top_p", 0.95), ("min_p", 0.1), ("repetition_penalty", 1.1)):
+        cut = {"episode": {"params": {"temperature": 1.0, "logprobs": True, field: value}}}
+        with pytest.raises(ValueError, match=field):
+            TrainerConfig.model_validate(cut)
+        TrainerConfig.model_validate({**cut, "off_policy": {"sampler_logprobs": "processed"}})
 
 
 def test_the_grpo_trainer_scales_each_tokens_advantage_by_its_ratio_and_logs_the_mismatch() -> None:
