@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from simulate.chat_format import DEFAULT_TEMPLATE_KWARGS
+
 
 class ConfigSection(BaseModel):
     """A configuration table: unknown keys are refused."""
@@ -387,6 +389,11 @@ class TrainerConfig(ConfigSection):
     sft_epochs: float = Field(3.0, gt=0, description="Epochs of the SFT warm-up.")
     system_prompt: Literal["full", "compact"] = Field(
         "full", description="Policy system prompt: full (with env rules) or compact (no rules)."
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_TEMPLATE_KWARGS),
+        description="The policy's chat-template arguments (Qwen3's enable_thinking, ...), the same for SFT, "
+        "GRPO rollouts, EVALUATE, the yardstick and the publish gate, local and http (sent to vLLM).",
     )
     tool_subset: int | None = Field(
         None, ge=0, description="Show each task its reference tools plus N distractors (none: all tools)."

@@ -2,7 +2,9 @@
 
 Concurrent `chat` calls are gathered by a `DynamicBatcher` into one batched decode (see
 `simulate.decoding`) that runs in a worker thread, one batch at a time. Prompts are rendered with
-the tokenizer's chat template, tools included, and the completion comes back as raw text (Hermes
+the tokenizer's chat template and the model's template arguments (`simulate.chat_format`), tools
+included; the policy's turns inside an episode's token session extend its token chain as the HTTP
+token-id client does (`simulate.token_chain`). The completion comes back as raw text (Hermes
 `<tool_call>` blocks stay in `Completion.text`) with the prompt and completion token ids and the
 completion logprobs, which the trainer needs.
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
 from simulate.batching import DynamicBatcher, Job
 from simulate.calls import current_role, record_completion, record_failure
+from simulate.chat_format import render_chat, visible_text
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
 from simulate.kv_reuse import (
@@ -41,6 +44,7 @@ from simulate.kv_reuse import (
 from simulate.local_weights import WeightSwaps
 from simulate.model_errors import ModelRequestError
 from simulate.precision import Dtype, resolve_dtype
+from simulate.token_chain import ChatRenderer, begin_turn, chained_prompt, current_session, end_turn
 from simulate.token_prefix import TokenPrefixCache
 
 log = structlog.get_logger(__name__)
@@ -81,6 +85,7 @@ class LocalChatModel(WeightSwaps):
         max_batch: int = 32,
         batch_wait_ms: float = 5.0,
         chat_template: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
         kv_reuse_bytes: int = DEFAULT_STORE_BYTES,
         max_batch_kv_bytes: int = DEFAULT_BATCH_KV_BYTES,
     ) -> None:
@@ -88,6 +93,9 @@ class LocalChatModel(WeightSwaps):
         self.role = role
         self._model = model
         self._tokenizer = tokenizer
+        # The template's own arguments (`simulate.chat_format`): the policy's are the trainer's.
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._chain_renderer: ChatRenderer | None = None
         if chat_template is not None:
             tokenizer.chat_template = chat_template
         if getattr(tokenizer, "chat_template", None) is None:
@@ -132,6 +140,7 @@ class LocalChatModel(WeightSwaps):
         batch_wait_ms: float = 5.0,
         cache_dir: Path | None = None,
         dtype: Dtype | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> LocalChatModel:
         """Load a model folder (safetensors + tokenizer), or `"embedded"` for SmolLM2-135M-Instruct.
 
@@ -181,7 +190,15 @@ class LocalChatModel(WeightSwaps):
             dtype=str(torch_dtype).removeprefix("torch."),
             seconds=round(time.perf_counter() - started, 2),
         )
-        return cls(model, tokenizer, name=name, role=role, max_batch=max_batch, batch_wait_ms=batch_wait_ms)
+        return cls(
+            model,
+            tokenizer,
+            name=name,
+            role=role,
+            max_batch=max_batch,
+            batch_wait_ms=batch_wait_ms,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     # ------------------------------------------------------------------------- trainer access
     @property
@@ -201,34 +218,35 @@ class LocalChatModel(WeightSwaps):
 
     # ------------------------------------------------------------------------------- rendering
     def render_prompt(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The prompt token ids exactly as the model sees them (chat template, tools, generation prompt).
 
         Where the conversation extends one this model already completed, the ids of that earlier
         prompt and completion are reused as they were (see `simulate.token_prefix`).
         """
-        return self._encode(messages, tools)[1]
+        return self._encode(messages, tools, template_kwargs)[1]
 
-    def _encode(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> tuple[str, list[int]]:
+    def _encode(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> tuple[str, list[int]]:
         """The rendered prompt text and its ids (earlier turns' ids reused)."""
-        text = self._render_text(messages, tools)
-        return text, self._prefixes.encode(text, self._tokenize)
-
-    def _render_text(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
         if not messages:
             raise ModelRequestError("no messages to complete")
-        try:
-            return str(
-                self._tokenizer.apply_chat_template(
-                    [m.openai() for m in messages],
-                    tools=[t.openai() for t in tools] if tools else None,
-                    add_generation_prompt=True,
-                    tokenize=False,
-                )
-            )
-        except Exception as exc:  # jinja errors: the template rejects this conversation
-            raise ModelRequestError(f"the chat template cannot render these messages: {exc}") from exc
+        text = render_chat(
+            self._tokenizer,
+            [m.openai() for m in messages],
+            [t.openai() for t in tools] if tools else None,
+            self.chat_template_kwargs if template_kwargs is None else template_kwargs,
+            add_generation_prompt=True,
+        )
+        return text, self._prefixes.encode(text, self._tokenize)
 
     async def _grammar(self, params: SamplingParams, tools: list[ToolSpec] | None) -> Any:
         """The compiled output grammar the request asks for, if any (compiled off the event loop)."""
@@ -245,6 +263,12 @@ class LocalChatModel(WeightSwaps):
             )
             return await anyio.to_thread.run_sync(compile_calls)
         return None
+
+    def _renderer(self, template_kwargs: Mapping[str, Any]) -> ChatRenderer:
+        """The client-side renderer of token chains, for these template arguments."""
+        if self._chain_renderer is None or self._chain_renderer.template_kwargs != dict(template_kwargs):
+            self._chain_renderer = ChatRenderer(self._tokenizer, template_kwargs=template_kwargs)
+        return self._chain_renderer
 
     def _tokenize(self, text: str) -> list[int]:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -263,14 +287,29 @@ class LocalChatModel(WeightSwaps):
         *,
         tools: list[ToolSpec] | None = None,
         params: SamplingParams | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> Completion:
-        """One completion (batched with whatever else is being asked concurrently)."""
+        """One completion (batched with whatever else is being asked concurrently).
+
+        `chat_template_kwargs` replaces the model's own template arguments for this request (a
+        server's client asking for its format, as vLLM allows).
+        """
         params = params or SamplingParams()
+        template_kwargs = self.chat_template_kwargs if chat_template_kwargs is None else chat_template_kwargs
         role = current_role(self.role)
         started = time.perf_counter()
         prompt_ids: list[int] = []
+        # The policy's turns inside an episode's token session extend its chain (`simulate.token_chain`).
+        chained = role == "policy" and current_session() is not None
+        prompt_text = ""
         try:
-            prompt_text, prompt_ids = self._encode(messages, tools)
+            if chained:
+                if not messages:
+                    raise ModelRequestError("no messages to complete")
+                begin_turn(messages, tools)
+                prompt_ids = chained_prompt(self._renderer(template_kwargs), messages, tools)
+            else:
+                prompt_text, prompt_ids = self._encode(messages, tools, template_kwargs)
             room = self.context_length - len(prompt_ids)
             if room < 1:
                 raise ModelRequestError(
@@ -285,9 +324,12 @@ class LocalChatModel(WeightSwaps):
             if error is exc:
                 raise
             raise error from exc
-        self._remember(prompt_text, prompt_ids, result.token_ids)
+        if chained:
+            end_turn(prompt_ids, result.token_ids)
+        else:
+            self._remember(prompt_text, prompt_ids, result.token_ids)
         completion = Completion(
-            text=result.text,
+            text=visible_text(result.text, template_kwargs),
             finish_reason=result.finish_reason,
             prompt_token_ids=prompt_ids,
             completion_token_ids=result.token_ids,

@@ -112,10 +112,20 @@ def create_app(
         params = [sampling_params(req, plan, i, defaults) for i in range(req.n)]
         results: list[Completion | None] = [None] * req.n
         errors: list[ModelError] = []
+        template: dict[str, Any] = {}
+        if req.chat_template_kwargs is not None:
+            if not isinstance(model, RawCompleter):  # only a local decode loop renders templates here
+                raise WireError(
+                    f"model {served!r} does not render chat templates here: chat_template_kwargs cannot apply",
+                    param="chat_template_kwargs",
+                )
+            template = {"chat_template_kwargs": req.chat_template_kwargs}
 
         async def one(i: int) -> None:
             try:
-                results[i] = await model.chat(messages, tools=plan.tools or None, params=params[i])
+                results[i] = await model.chat(
+                    messages, tools=plan.tools or None, params=params[i], **template
+                )
             except ModelError as exc:
                 errors.append(exc)
 

@@ -116,6 +116,8 @@ class ChatRequest(BaseModel):
     top_logprobs: int | None = Field(default=None, ge=0, le=0)
     response_format: _ResponseFormat | None = None
     return_token_ids: bool = False
+    # vLLM's extra: arguments for the chat template (Qwen3's enable_thinking), replacing the model's own.
+    chat_template_kwargs: dict[str, Any] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
+from simulate.chat_format import DEFAULT_TEMPLATE_KWARGS
 from trainer.off_policy import OffPolicyConfig
 
 
@@ -137,11 +138,12 @@ class TrainerConfig(BaseModel):
     rollout_model: str = "policy"  # the served model name on that server
     rollout_api_key: str | None = None  # its API key, if it wants one
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
-    # http backend: the policy's chat template renders prompts here and the server's completions
-    # endpoint gets token ids (`simulate.token_chat`). Thinking (Qwen3's `enable_thinking`) is off
-    # by default: the template's empty think block stays in the prompt; on, the sampled reasoning
-    # is kept in the chain and trained like every sampled token.
-    rollout_thinking: bool = False
+    # The policy's chat-template arguments, the same for GRPO's rollouts (local, and the http
+    # backend's token-id prompts rendered here: `simulate.token_chat`), the SFT warm-up and every
+    # evaluation (`simulate.chat_format`). Thinking (Qwen3's `enable_thinking`) is off by default:
+    # the template's empty think block stays in the prompt; on, the sampled reasoning is kept in
+    # the chain and trained like every sampled token.
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_TEMPLATE_KWARGS))
     # http backend, LoRA rounds: each step's update reaches the server as the adapter alone
     # ("adapter": vLLM's runtime LoRA loading, megabytes) or as merged full weights ("full": a
     # checkpoint reload, the model's size). Full checkpoints are saved every `save_every` steps either way.

@@ -270,6 +270,7 @@ async def train_round(
         zero_variance_groups=sum(s.zero_variance_groups for s in history),
         resampled_groups=sum(s.resampled_groups for s in history),
         chain_breaks=sum(s.chain_breaks for s in history),
+        forced_tokens=sum(s.forced_tokens for s in history),
         groups=sum(s.groups for s in history),
         episodes=pooled.episodes,
         infra_errors=pooled.infra_errors,

@@ -101,7 +101,8 @@ class RoundRun:
             train_seconds=self.prior_seconds + time.perf_counter() - self.started,
         )
         adapter = model if is_peft(model) else None
-        path = save_checkpoint(savable(model), self.tokenizer, self.out_dir, lineage, adapter=adapter)
+        full = savable(model, Path(self.parent))
+        path = save_checkpoint(full, self.tokenizer, self.out_dir, lineage, adapter=adapter)
         prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
         self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
         self.last_saved_step = step

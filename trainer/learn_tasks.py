@@ -88,7 +88,12 @@ async def within_budget(
             []
             if messages is None
             else render_examples(
-                tokenizer, item, messages, history_turns=config.episode.history_turns, max_length=1 << 20
+                tokenizer,
+                item,
+                messages,
+                history_turns=config.episode.history_turns,
+                max_length=1 << 20,
+                template_kwargs=config.chat_template_kwargs,
             )
         )
         length = max((len(e.input_ids) for e in examples), default=budget)

@@ -86,6 +86,9 @@ class StepMetrics(BaseModel):
     importance_ratio_mean: float | None = None
     importance_ratio_min: float | None = None
     importance_ratio_max: float | None = None
+    # The largest per-token ratio before truncation, and the mean per-token KL(sampler ‖ trainer).
+    importance_ratio_peak: float | None = None
+    sampler_kl: float | None = None
     chain_breaks: int | None = None  # episodes of the step whose later turns were not trained
     # How the step's update reached an HTTP rollout server: "full" weights or the LoRA "adapter"
     # alone, the bytes written to the shared folder and the seconds until the server served them.
@@ -131,6 +134,8 @@ def grpo_step_metrics(
         importance_ratio_mean=_opt_float(logs.get("sampling/importance_sampling_ratio/mean")),
         importance_ratio_min=_opt_float(logs.get("sampling/importance_sampling_ratio/min")),
         importance_ratio_max=_opt_float(logs.get("sampling/importance_sampling_ratio/max")),
+        importance_ratio_peak=_opt_float(logs.get("sampling/importance_sampling_ratio/peak")),
+        sampler_kl=_opt_float(logs.get("sampling/kl_per_token/mean")),
         chain_breaks=stats.chain_breaks,
         tokens_per_s=stats.generated_tokens / stats.seconds if stats.seconds > 0 else None,
         episode_length=stats.mean_turns,
@@ -179,6 +184,7 @@ class TrainResult(BaseModel):
     # GRPO: episodes that ended on an infrastructure error (environment, user simulator or model
     # server failure): left out of their groups' statistics and of reward_mean and pass_rate.
     infra_errors: int = 0
+    forced_tokens: int = 0  # GRPO: sampled tokens a grammar forced (constrained decoding: not trained)
     # GRPO: episodes whose later turns were not trained (their prompt was re-rendered: a new chain).
     chain_breaks: int = 0
     examples: int = 0  # SFT: trajectories trained on

@@ -81,6 +81,16 @@ def policy_token_logps(
     return logps, entropies
 
 
+RATIO_PEAK = "sampling/importance_sampling_ratio/peak"  # the largest per-token ratio, before truncation
+# Metrics whose step value is the extreme over the step's micro-batches, not their mean.
+EXTREMES = {
+    RATIO_PEAK: max,
+    "sampling/importance_sampling_ratio/max": max,
+    "sampling/importance_sampling_ratio/min": min,
+    "sampling/sampling_logp_difference/max": max,
+}
+
+
 def policy_token_trainer_class() -> type:
     """TRL's `GRPOTrainer` with the loss's log-probabilities from `policy_token_logps`."""
     from trl import GRPOTrainer
@@ -149,6 +159,18 @@ def policy_token_trainer_class() -> type:
                 metrics["sampling/importance_sampling_ratio/mean"].append(stats.ratio_mean)
                 metrics["sampling/importance_sampling_ratio/min"].append(stats.ratio_min)
                 metrics["sampling/importance_sampling_ratio/max"].append(stats.ratio_max)
+                metrics[RATIO_PEAK].append(stats.ratio_peak)
+                metrics["sampling/kl_per_token/mean"].append(stats.kl)
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            """TRL's step log, with the extremes over the step's micro-batches (TRL averages every
+            metric it collected, which would turn the step's largest ratio into a mean of maxima)."""
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            for key, pick in EXTREMES.items():
+                values = [v for v in metrics.pop(key, []) if v == v]
+                if values:
+                    logs[key] = pick(values)
+            super().log(logs, start_time)
 
         def _get_per_token_logps_and_entropies(
             self,

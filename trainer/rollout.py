@@ -45,7 +45,7 @@ from arena.episode.transcript import Transcript
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.reward import Verdict
 from arena.tasks.verify import verify
-from simulate.token_chat import token_session
+from simulate.token_chain import token_session
 from trainer.config import TrainerConfig
 from trainer.memory import release_memory
 from trainer.metrics import RolloutStats
@@ -86,7 +86,26 @@ async def run_and_verify(
     fail, saying so). A task of a simulated environment runs on `simulator` (the helper model),
     which plays its tools, its user and its judge (`simulate.simenv`); its tool results reach the
     token chain as environment text, so they are never trained on.
+
+    The episode is one token session (`simulate.token_chain`): a policy that renders its own
+    prompts extends one chain turn after turn, in training and in every evaluation alike.
     """
+    with token_session():
+        return await _episode(
+            policy, item, config, user=user, judge=judge, sandbox=sandbox, simulator=simulator
+        )
+
+
+async def _episode(
+    policy: ChatModel,
+    item: PreparedTask,
+    config: TrainerConfig,
+    *,
+    user: UserSimulator | None,
+    judge: ChatModel | None,
+    sandbox: Any,
+    simulator: ChatModel | None,
+) -> tuple[Transcript, Verdict]:
     if item.env.kind == "simulated":
         from simulate.simenv import run_simulated_episode
 
@@ -244,21 +263,20 @@ class RolloutBridge:
         results: list[Episode | None] = [None] * len(keys)
 
         async def one(i: int, key: str) -> None:
-            # One token chain per episode for token-exact policies (`simulate.token_chat`).
+            # One token chain per episode (`run_and_verify` opens its token session).
             async with limiter:
                 if self.remote is not None:
                     results[i] = await self.remote(key, self._policy)
                     return
-                with token_session():
-                    results[i] = await run_and_verify(
-                        self._policy,
-                        self.tasks[key],
-                        self.config,
-                        user=self.user,
-                        judge=self.judge,
-                        sandbox=self.sandbox,
-                        simulator=self.simulator,
-                    )
+                results[i] = await run_and_verify(
+                    self._policy,
+                    self.tasks[key],
+                    self.config,
+                    user=self.user,
+                    judge=self.judge,
+                    sandbox=self.sandbox,
+                    simulator=self.simulator,
+                )
 
         async with anyio.create_task_group() as tg:
             for i, key in enumerate(keys):

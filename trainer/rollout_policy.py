@@ -61,7 +61,11 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
                 target = inference_copy(model, dtype)
                 log.info("grpo.rollout_copy", dtype=str(dtype).removeprefix("torch."))
             state["chat"] = LocalChatModel(
-                target, trainer.processing_class, name="policy-train", max_batch=config.max_batch
+                target,
+                trainer.processing_class,
+                name="policy-train",
+                max_batch=config.max_batch,
+                chat_template_kwargs=config.chat_template_kwargs,
             )
         elif state.get("copied"):
             state["chat"].load_state_dict(model.state_dict())  # the weights after the last step
@@ -97,7 +101,7 @@ def http_policy_factory(
                 urls,
                 config.rollout_model,
                 trainer.processing_class,
-                enable_thinking=config.rollout_thinking,
+                chat_template_kwargs=config.chat_template_kwargs,
                 api_key=config.rollout_api_key,
                 role="policy",
                 concurrency=config.rollout_concurrency,

@@ -17,7 +17,8 @@ from arena.protocols import ModelError
 from arena.types import Message, SamplingParams, ToolSpec
 from simulate.backends import ModelSpec, build_chat_model
 from simulate.breaker import CircuitBreaker
-from simulate.http import HttpChatModel, parse_chat_response
+from simulate.http import HttpChatModel
+from simulate.http_parse import parse_chat_response
 from simulate.model_errors import ModelRequestError, ModelUnavailable
 from simulate.serve import serving
 

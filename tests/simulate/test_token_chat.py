@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from arena.types import Message, SamplingParams, ToolCall
-from simulate.token_chat import TokenChatModel, token_session
+from simulate.token_chain import token_session
+from simulate.token_chat import TokenChatModel
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]
 

@@ -148,7 +148,12 @@ async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -
         messages = await reference_messages(item)
         assert messages is not None, item.key
         (example,) = render_examples(
-            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
+            tokenizer,
+            item,
+            messages,
+            history_turns=trainer.episode.history_turns,
+            max_length=1 << 20,
+            template_kwargs=trainer.chat_template_kwargs,
         )
         lengths[item.key] = len(example.input_ids)
     budget = trainer.episode.max_total_tokens
@@ -171,7 +176,12 @@ async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -
         messages = await reference_messages(item)
         assert messages is not None
         (example,) = render_examples(
-            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
+            tokenizer,
+            item,
+            messages,
+            history_turns=trainer.episode.history_turns,
+            max_length=1 << 20,
+            template_kwargs=trainer.chat_template_kwargs,
         )
         assert len(example.input_ids) < budget
 
