@@ -72,6 +72,12 @@ class SamplingParams(BaseModel):
 
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    # Truncation and penalties, vLLM's meaning: top_k 0 keeps every token, min_p drops tokens below
+    # that share of the likeliest one, repetition_penalty divides (or multiplies, if negative) the
+    # logits of tokens already in the prompt or output. The defaults leave the distribution alone.
+    top_k: int = Field(default=0, ge=0)
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
+    repetition_penalty: float = Field(default=1.0, gt=0.0, le=10.0)
     max_tokens: int = Field(default=256, ge=1, le=32768)
     stop: list[str] = Field(default_factory=list)
     seed: int | None = None
@@ -85,6 +91,11 @@ class SamplingParams(BaseModel):
     # The output must hold at least one tool call (OpenAI's `tool_choice: "required"`); the call is
     # constrained as above. Needs tools.
     require_tool_call: bool = False
+
+    @property
+    def truncates(self) -> bool:
+        """Whether sampling departs from the temperature-scaled softmax (truncation or a penalty)."""
+        return self.top_p < 1.0 or self.top_k > 0 or self.min_p > 0.0 or self.repetition_penalty != 1.0
 
 
 class Usage(BaseModel):
@@ -112,6 +123,9 @@ class Completion(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    # Positions in `completion_token_ids` that constrained decoding forced (its grammar admitted no
+    # other token): no choice of the policy's, so the trainer does not train them.
+    completion_forced: list[int] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     latency_s: float = 0.0

@@ -35,8 +35,8 @@ from ops.config_sections import (
     SimulationConfig,
     StoreConfig,
     SynthesisConfig,
-    TrainerConfig,
 )
+from ops.config_trainer import TrainerConfig
 
 ENV_PREFIX = "ARENA_"
 # Fixed variable names -> dotted config keys (DESIGN §8); these win over the generic form.

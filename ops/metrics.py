@@ -252,7 +252,7 @@ class Metrics:
         )
         self.grpo_importance_ratio = Gauge(
             "arena_grpo_importance_ratio",
-            "Importance ratios applied to trained tokens, last step, by statistic (mean, min, max).",
+            "Importance ratios of trained tokens, last step, by statistic (mean, min, max applied; peak before truncation).",
             ["stat"],
             registry=r,
         )

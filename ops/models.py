@@ -81,6 +81,12 @@ class ModelHub:
 
         section = self.section(role)
         spec = section.to_spec(self.config.data.dir, role)
+        if role == "policy":
+            # The policy is rendered as it is trained: EVALUATE, the yardstick and the gate see the
+            # chat format of SFT and GRPO (`simulate.chat_format`).
+            spec = spec.model_copy(
+                update={"chat_template_kwargs": dict(self.config.trainer.chat_template_kwargs)}
+            )
         log.info("model.build", role=role, backend=spec.backend, model=spec.model)
         # Loading weights is blocking work: keep the event loop (admin API, probes) responsive.
         model = await anyio.to_thread.run_sync(build_chat_model, spec)

@@ -95,7 +95,15 @@ def _synthesize(out: dict[str, Any]) -> dict[str, Any]:
 
 def _train(out: dict[str, Any], subset: int | None) -> dict[str, Any]:
     grpo = out.get("grpo") or {}
-    keys = ("groups", "episodes", "zero_variance_groups", "resampled_groups", "chain_breaks", "seconds")
+    keys = (
+        "groups",
+        "episodes",
+        "infra_errors",
+        "zero_variance_groups",
+        "resampled_groups",
+        "chain_breaks",
+        "seconds",
+    )
     return {
         "skipped": out.get("skipped"),
         "steps": out.get("steps"),

@@ -64,7 +64,8 @@ else
   fi
   VLLM_SERVER_DEV_MODE=1 VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "$VLLM_VENV/bin/vllm" serve "$MODEL" \
     --served-model-name policy --host 127.0.0.1 --port "$PORT" --gpu-memory-utilization 0.45 \
-    --enable-lora --max-lora-rank 16 --max-model-len 8192 > "$WORK/server.log" 2>&1 &
+    --enable-lora --max-lora-rank 16 --max-model-len 8192 --logprobs-mode processed_logprobs \
+    --generation-config vllm > "$WORK/server.log" 2>&1 &
 fi
 SERVER_PID=$!
 

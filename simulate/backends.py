@@ -18,7 +18,7 @@ replica_urls = ["http://vllm-2:8000/v1"]   # more replicas of the same server (o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -36,6 +36,9 @@ class ModelSpec(BaseModel):
         default="embedded", min_length=1, description="local: folder or 'embedded'; http: served name"
     )
     role: str = "policy"
+    # Chat-template arguments (Qwen3's enable_thinking, ...): local rendering and vLLM's chat requests
+    # alike (`simulate.chat_format`); the daemon gives the policy `trainer.chat_template_kwargs`.
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     # local
     device: str = "auto"
     dtype: Dtype | None = None  # None: float32 on CPU, bfloat16 on GPU (see LocalChatModel.load)
@@ -103,6 +106,7 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
             batch_wait_ms=spec.batch_wait_ms,
             cache_dir=cache_dir or spec.cache_dir,
             dtype=spec.dtype,
+            chat_template_kwargs=spec.chat_template_kwargs,
         )
     from simulate.http import HttpChatModel
     from simulate.replicas import shared_pool
@@ -133,5 +137,9 @@ def build_chat_model(spec: ModelSpec, *, cache_dir: Path | None = None) -> ChatM
         breaker_cooldown_s=spec.breaker_cooldown_s,
         concurrency=spec.concurrency,
         return_token_ids=spec.return_token_ids,
+        # The policy's server is vLLM (its weights are published there): every sampling field is
+        # sent, so evaluation samples as GRPO's token-id rollouts do, whatever generation_config.json says.
+        pin_sampling=spec.role == "policy",
+        chat_template_kwargs=spec.chat_template_kwargs,
         pool=pool,
     )

@@ -4,12 +4,16 @@ One call decodes a batch of prompts together with a KV cache: each prompt is pre
 (from the longest reusable prefix, see `simulate.kv_reuse`), the caches are left-padded into one,
 the attention mask hides the padding and position ids count only real tokens, so each row
 computes what it would compute alone (greedy batched output equals one-by-one output). Every row
-keeps its own sampling parameters (temperature, top-p, seed), stop strings, token budget and,
-optionally, an xgrammar matcher for JSON-schema constrained output. Finished rows are reported at once through
-`on_done` and pruned from the batch, so the remaining rows step faster.
+keeps its own sampling parameters (temperature, top-k, top-p, min-p, repetition penalty, seed),
+stop strings, token budget and, optionally, an xgrammar matcher for JSON-schema constrained
+output. Finished rows are reported at once through `on_done` and pruned from the batch, so the
+remaining rows step faster.
 
-Logprobs are those of the raw model distribution (before temperature, top-p and grammar masks),
-like vLLM's default, so the trainer can compare them with its own forward pass.
+Logprobs are those of the raw model distribution (before penalties, temperature, truncation and
+grammar masks), like vLLM's default, so the trainer can compare them with its own forward pass.
+A constrained row also says which of its tokens the grammar forced (the mask admitted that token
+alone): sampling them was no choice of the policy's, its probability under the mask is 1 whatever
+the weights, and the trainer leaves them out of the loss (`trainer.policy_logps`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class DecodeResult:
     logprobs: list[float]
     text: str
     finish_reason: Literal["stop", "length"]
+    forced: list[int] = field(default_factory=list)  # positions of the tokens the grammar forced
 
 
 @dataclass
@@ -54,11 +59,29 @@ class _Row:
     matcher: Any
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)
+
+    def result(self, text: str, finish: Literal["stop", "length"]) -> DecodeResult:
+        """The row's result, ending on `finish`."""
+        return DecodeResult(self.tokens, self.logprobs, text, finish, self.forced)
+
+
+def _penalize(logits: torch.Tensor, seen: list[int], penalty: float) -> None:
+    """vLLM's repetition penalty, in place: each token already in the prompt or output has its
+    positive logit divided by `penalty` and its negative one multiplied."""
+    ids = torch.tensor(sorted(set(seen)), dtype=torch.long, device=logits.device)
+    values = logits[ids]
+    logits[ids] = torch.where(values > 0, values / penalty, values * penalty)
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
-    """Sample one token id from a row's (already grammar-masked) logits."""
+    """Sample one token id from a row's (already grammar-masked and penalized) logits."""
     probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_k > 0 and params.top_k < probs.shape[-1]:
+        kth = torch.topk(probs, params.top_k).values[-1]
+        probs = probs.masked_fill(probs < kth, 0.0)
+    if params.min_p > 0.0:
+        probs = probs.masked_fill(probs < params.min_p * probs.max(), 0.0)
     if params.top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         cumulative = torch.cumsum(sorted_probs, dim=-1)
@@ -138,8 +161,16 @@ def _decode(
         raw_logprobs = None
         if any(r.request.params.logprobs for r in live):
             raw_logprobs = torch.log_softmax(logits, dim=-1)
+        for b, row in enumerate(live):
+            if row.request.params.repetition_penalty != 1.0:
+                _penalize(
+                    logits[b], [*row.request.prompt_ids, *row.tokens], row.request.params.repetition_penalty
+                )
+        forced: set[int] = set()
         if masks is not None:
-            masks.apply(logits, {b: r.matcher for b, r in enumerate(live) if r.matcher is not None})
+            constrained = {b: r.matcher for b, r in enumerate(live) if r.matcher is not None}
+            masks.apply(logits, constrained)
+            forced = _forced_rows(logits, sorted(constrained))
         greedy = logits.argmax(dim=-1).tolist()
 
         keep: list[int] = []
@@ -147,6 +178,8 @@ def _decode(
         for b, row in enumerate(live):
             params = row.request.params
             token = greedy[b] if params.temperature == 0 else _sample(logits[b], params, row.generator)
+            if b in forced:
+                row.forced.append(len(row.tokens))
             row.tokens.append(token)
             if raw_logprobs is not None:
                 row.logprobs.append(float(raw_logprobs[b, token]))
@@ -185,24 +218,28 @@ def _decode(
         logits = out.logits[:, -1, :].float()
 
 
+def _forced_rows(masked_logits: torch.Tensor, rows: list[int]) -> set[int]:
+    """The rows among `rows` whose grammar mask left a single token (masked logits are -inf)."""
+    if not rows:
+        return set()
+    allowed = torch.isfinite(masked_logits[rows]).sum(dim=-1).tolist()
+    return {b for b, n in zip(rows, allowed, strict=True) if n == 1}
+
+
 def _advance(row: _Row, token: int, tokenizer: Any, stop_token_ids: set[int]) -> DecodeResult | None:
     """Account for one sampled token; the row's result if it is now finished."""
     params = row.request.params
     if row.matcher is not None and not row.matcher.is_terminated():
         row.matcher.accept_token(token)
     if token in stop_token_ids:
-        text = tokenizer.decode(row.tokens[:-1], skip_special_tokens=True)
-        return DecodeResult(row.tokens, row.logprobs, text, "stop")
+        return row.result(tokenizer.decode(row.tokens[:-1], skip_special_tokens=True), "stop")
     if params.stop:
         text = tokenizer.decode(row.tokens, skip_special_tokens=True)
         cut = _stop_cut(text, params.stop)
         if cut is not None:
-            return DecodeResult(row.tokens, row.logprobs, text[:cut], "stop")
+            return row.result(text[:cut], "stop")
     if row.matcher is not None and row.matcher.is_terminated():
-        return DecodeResult(
-            row.tokens, row.logprobs, tokenizer.decode(row.tokens, skip_special_tokens=True), "stop"
-        )
+        return row.result(tokenizer.decode(row.tokens, skip_special_tokens=True), "stop")
     if len(row.tokens) >= row.request.max_new_tokens:
-        text = tokenizer.decode(row.tokens, skip_special_tokens=True)
-        return DecodeResult(row.tokens, row.logprobs, text, "length")
+        return row.result(tokenizer.decode(row.tokens, skip_special_tokens=True), "length")
     return None

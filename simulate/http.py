@@ -2,7 +2,7 @@
 
 Native tools (`tools`, `tool_choice: auto`), `response_format` with a JSON schema, and vLLM's
 `return_token_ids` (prompt and completion token ids) plus logprobs when the server returns them;
-field-name variants are accepted leniently. Failures are handled in layers: a per-request timeout;
+field-name variants are accepted leniently (`simulate.http_parse`). Failures are handled in layers: a per-request timeout;
 retries with jittered exponential backoff on 429, 5xx, timeouts and connection errors (honouring
 `Retry-After`); a circuit breaker that opens after N consecutive failed attempts and lets one trial
 request through after a cool-down; other 4xx answers fail at once with the server's message. A
@@ -15,36 +15,38 @@ replica at once; the backoff sleep is only for when every serving replica has fa
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import httpx
 import structlog
 
-from arena.episode.parser import call_block
 from arena.protocols import ModelError
-from arena.types import Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSpec, Usage
+from arena.types import Completion, Message, SamplingParams, ToolSpec
 from simulate.breaker import CircuitBreaker
 from simulate.calls import current_role, record_completion, record_failure
+from simulate.chat_format import visible_text
+from simulate.http_parse import parse_chat_response
 from simulate.model_errors import ModelRequestError, ModelUnavailable
 from simulate.replicas import Replica, ReplicaPool
 
 log = structlog.get_logger(__name__)
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "eos": "stop",
-    "length": "length",
-    "max_tokens": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "error",
-    "error": "error",
-}
+
+def pinned_sampling(params: SamplingParams) -> dict[str, Any]:
+    """Every sampling field a vLLM server fills from the model's generation config when a request
+    leaves it out (`simulate.generation_defaults`), set to what `params` says."""
+    return {
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k,
+        "min_p": params.min_p,
+        "repetition_penalty": params.repetition_penalty,
+    }
 
 
 class _Retryable(Exception):
@@ -59,6 +61,11 @@ class HttpChatModel:
 
     `base_url` is one base URL or a list (replicas); `pool` shares replica state with other clients
     of the same servers (`simulate.replicas.shared_pool`), else the client makes its own.
+    `pin_sampling` sends every sampling field a vLLM server would otherwise take from the model's
+    generation config (the policy's server: evaluation then samples as GRPO does); without it the
+    truncation and penalty fields go only when set (OpenAI's API refuses them).
+    `chat_template_kwargs` go with every request (vLLM renders the prompt with them, as the trainer
+    renders the policy's: `simulate.chat_format`); with thinking on the reasoning is cut from the text.
     """
 
     backend = "http"
@@ -80,6 +87,8 @@ class HttpChatModel:
         breaker_cooldown_s: float = 30.0,
         concurrency: int = 16,
         return_token_ids: bool = True,
+        pin_sampling: bool = False,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -106,6 +115,8 @@ class HttpChatModel:
         self.backoff_max_s = backoff_max_s
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
         self.return_token_ids = return_token_ids
+        self.pin_sampling = pin_sampling
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._extra_body = dict(extra_body or {})
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -138,13 +149,13 @@ class HttpChatModel:
         self, messages: list[Message], tools: list[ToolSpec] | None, params: SamplingParams
     ) -> dict[str, Any]:
         """The JSON body sent for one chat call."""
-        body: dict[str, Any] = {
-            "model": self.name,
-            "messages": [m.openai() for m in messages],
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-        }
+        body: dict[str, Any] = {"model": self.name, "messages": [m.openai() for m in messages]}
+        sampling = pinned_sampling(params)
+        if not self.pin_sampling:
+            # OpenAI's own API refuses vLLM's extra fields: send them only when they say something.
+            neutral = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+            sampling = {k: v for k, v in sampling.items() if neutral.get(k, object()) != v}
+        body.update(sampling)
         if params.stop:
             body["stop"] = params.stop
         if params.seed is not None:
@@ -164,6 +175,8 @@ class HttpChatModel:
             }
         if self.return_token_ids:
             body["return_token_ids"] = True
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         body.update(self._extra_body)
         return body
 
@@ -267,7 +280,9 @@ class HttpChatModel:
 
     def parse_response(self, data: Any) -> Completion:
         """The `Completion` of one answer body (subclasses that speak another endpoint override it)."""
-        return parse_chat_response(data, model=self.name)
+        completion = parse_chat_response(data, model=self.name)
+        completion.text = visible_text(completion.text, self.chat_template_kwargs)
+        return completion
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -291,102 +306,3 @@ def _error_text(response: httpx.Response) -> str:
             return str(error.get("message") or error.get("detail") or error)[:300]
         return str(data.get("detail") or error)[:300]
     return str(data)[:300]
-
-
-def _int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and all(isinstance(v, int) for v in value):
-        return list(value)
-    return None
-
-
-def _first(mapping: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if mapping.get(key) is not None:
-            return mapping[key]
-    return None
-
-
-def _logprobs(choice: dict[str, Any]) -> list[float] | None:
-    raw = choice.get("logprobs")
-    if isinstance(raw, dict):
-        content = raw.get("content")
-        if isinstance(content, list):
-            return [float(e["logprob"]) for e in content if isinstance(e, dict) and "logprob" in e]
-        tokens = raw.get("token_logprobs")
-        if isinstance(tokens, list):
-            return [float(v) for v in tokens]
-    if isinstance(raw, list) and all(isinstance(v, int | float) for v in raw):
-        return [float(v) for v in raw]
-    return None
-
-
-def _hermes_block(name: str, arguments: Any) -> str:
-    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return call_block(name, args)
-
-
-def _tool_calls(message: dict[str, Any]) -> tuple[list[ToolCall], list[str]]:
-    """Native tool calls, and their Hermes text if any of them cannot be represented as `ToolCall`."""
-    calls: list[ToolCall] = []
-    blocks: list[str] = []
-    broken = False
-    for i, raw in enumerate(message.get("tool_calls") or []):
-        if not isinstance(raw, dict):
-            broken = True
-            continue
-        function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
-        name = str(function.get("name") or "")
-        arguments = function.get("arguments", {})
-        blocks.append(_hermes_block(name, arguments if arguments is not None else {}))
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                broken = True
-                continue
-        if not isinstance(arguments, dict) or not name:
-            broken = True
-            continue
-        calls.append(ToolCall(id=str(raw.get("id") or f"call_{i}"), name=name, arguments=arguments))
-    # A call that does not fit `ToolCall` goes back to the text as a Hermes block, so the episode
-    # runner's parser reports it as malformed instead of it silently disappearing.
-    return (calls, []) if not broken else ([], blocks)
-
-
-def parse_chat_response(data: Any, *, model: str = "") -> Completion:
-    """Turn an OpenAI-style chat completion body into a `Completion` (lenient about extensions)."""
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-        raise ModelError(f"the server's answer has no choices: {str(data)[:200]}")
-    choice = data["choices"][0]
-    message = choice.get("message") or {}
-    text = message.get("content") or ""
-    if not isinstance(text, str):  # content parts
-        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-    calls, blocks = _tool_calls(message)
-    if blocks:
-        text = "\n".join([text, *blocks]) if text else "\n".join(blocks)
-    finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
-    if finish == "tool_calls" and not calls:
-        finish = "stop"
-    prompt_ids = _int_list(_first(data, "prompt_token_ids") or _first(choice, "prompt_token_ids"))
-    completion_ids = _int_list(
-        _first(choice, "token_ids", "completion_token_ids", "output_token_ids")
-        or _first(message, "token_ids", "completion_token_ids")
-    )
-    usage_raw = data.get("usage") or {}
-    usage = Usage(
-        prompt_tokens=int(usage_raw.get("prompt_tokens") or (len(prompt_ids) if prompt_ids else 0)),
-        completion_tokens=int(
-            usage_raw.get("completion_tokens") or (len(completion_ids) if completion_ids else 0)
-        ),
-    )
-    return Completion(
-        text=text,
-        tool_calls=calls,
-        finish_reason=finish,
-        prompt_token_ids=prompt_ids,
-        completion_token_ids=completion_ids,
-        completion_logprobs=_logprobs(choice),
-        usage=usage,
-        model=str(data.get("model") or model),
-    )

@@ -2,13 +2,16 @@
 
 Concurrent `chat` calls are gathered by a `DynamicBatcher` into one batched decode (see
 `simulate.decoding`) that runs in a worker thread, one batch at a time. Prompts are rendered with
-the tokenizer's chat template, tools included, and the completion comes back as raw text (Hermes
+the tokenizer's chat template and the model's template arguments (`simulate.chat_format`), tools
+included; the policy's turns inside an episode's token session extend its token chain as the HTTP
+token-id client does (`simulate.token_chain`). The completion comes back as raw text (Hermes
 `<tool_call>` blocks stay in `Completion.text`) with the prompt and completion token ids and the
 completion logprobs, which the trainer needs.
 
 The trainer reaches the underlying model through `.model` / `.tokenizer`, builds a backend around
 an already loaded model with `LocalChatModel(model, tokenizer)`, and swaps in new weights with
-`load_weights(path)` or `load_state_dict(...)`; both wait for the running batch to finish.
+`load_weights(path)` or `load_state_dict(...)` (`simulate.local_weights`); both wait for the
+running batch to finish.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
 from simulate.batching import DynamicBatcher, Job
 from simulate.calls import current_role, record_completion, record_failure
+from simulate.chat_format import render_chat, visible_text
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
 from simulate.kv_reuse import (
@@ -37,8 +41,10 @@ from simulate.kv_reuse import (
     kv_bytes_per_token,
     kv_chunks,
 )
+from simulate.local_weights import WeightSwaps
 from simulate.model_errors import ModelRequestError
 from simulate.precision import Dtype, resolve_dtype
+from simulate.token_chain import ChatRenderer, begin_turn, chained_prompt, current_session, end_turn
 from simulate.token_prefix import TokenPrefixCache
 
 log = structlog.get_logger(__name__)
@@ -64,7 +70,7 @@ def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-class LocalChatModel:
+class LocalChatModel(WeightSwaps):
     """A `ChatModel` over a transformers causal LM, batching concurrent requests."""
 
     backend = "local"
@@ -79,6 +85,7 @@ class LocalChatModel:
         max_batch: int = 32,
         batch_wait_ms: float = 5.0,
         chat_template: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
         kv_reuse_bytes: int = DEFAULT_STORE_BYTES,
         max_batch_kv_bytes: int = DEFAULT_BATCH_KV_BYTES,
     ) -> None:
@@ -86,6 +93,9 @@ class LocalChatModel:
         self.role = role
         self._model = model
         self._tokenizer = tokenizer
+        # The template's own arguments (`simulate.chat_format`): the policy's are the trainer's.
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._chain_renderer: ChatRenderer | None = None
         if chat_template is not None:
             tokenizer.chat_template = chat_template
         if getattr(tokenizer, "chat_template", None) is None:
@@ -130,6 +140,7 @@ class LocalChatModel:
         batch_wait_ms: float = 5.0,
         cache_dir: Path | None = None,
         dtype: Dtype | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> LocalChatModel:
         """Load a model folder (safetensors + tokenizer), or `"embedded"` for SmolLM2-135M-Instruct.
 
@@ -179,7 +190,15 @@ class LocalChatModel:
             dtype=str(torch_dtype).removeprefix("torch."),
             seconds=round(time.perf_counter() - started, 2),
         )
-        return cls(model, tokenizer, name=name, role=role, max_batch=max_batch, batch_wait_ms=batch_wait_ms)
+        return cls(
+            model,
+            tokenizer,
+            name=name,
+            role=role,
+            max_batch=max_batch,
+            batch_wait_ms=batch_wait_ms,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     # ------------------------------------------------------------------------- trainer access
     @property
@@ -197,112 +216,37 @@ class LocalChatModel:
         """The request batcher (its statistics are useful in benchmarks)."""
         return self._batcher
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Copy a full set of new weights into the model, between batches (blocking).
-
-        Checked before anything is copied, so a mismatched checkpoint leaves the model untouched.
-        """
-        expected = set(self._model.state_dict())
-        tied = getattr(self._model, "_tied_weights_keys", None) or ()
-        missing = sorted(expected - set(state_dict) - set(tied))
-        unexpected = sorted(set(state_dict) - expected)
-        if missing or unexpected:
-            raise ModelError(
-                f"weights do not fit the model: {len(missing)} missing (e.g. {missing[:3]}), "
-                f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
-            )
-        with self._model_lock:
-            if self._kv_store is not None:
-                self._kv_store.clear()  # computed with the old weights
-            try:
-                self._model.load_state_dict(state_dict, strict=False)
-            except RuntimeError as exc:  # shape mismatches
-                raise ModelError(f"weights do not fit the model: {exc}") from exc
-            self._adapter_base = {}  # new full weights: the adapter served before is gone with the old
-        log.info("local_model.weights_loaded", model=self.name, tensors=len(state_dict))
-
-    def load_adapter(self, path: str | Path) -> None:
-        """Serve the full weights loaded last plus the LoRA adapter in `path`, merged (blocking).
-
-        Replaces the adapter served before: a round's adapters are each relative to the round's
-        full weights, not to one another. Checked before anything changes (`ModelError`).
-        """
-        from simulate.lora_merge import adapter_deltas
-
-        deltas = adapter_deltas(path, self._model.state_dict())
-        with self._model_lock:
-            params = self._restore_base()
-            for name, delta in deltas.items():
-                self._adapter_base[name] = params[name].clone()
-                params[name].add_(delta)  # state_dict() tensors share the parameters' storage
-            if self._kv_store is not None:
-                self._kv_store.clear()
-        log.info("local_model.adapter_loaded", model=self.name, path=str(path), layers=len(deltas))
-
-    def unload_adapter(self) -> None:
-        """Serve the full weights loaded last again, without the adapter (blocking)."""
-        with self._model_lock:
-            self._restore_base()
-            if self._kv_store is not None:
-                self._kv_store.clear()
-
-    def _restore_base(self) -> dict[str, Any]:
-        """Put back the layers the served adapter changed (the caller holds the model lock)."""
-        params = self._model.state_dict()
-        for name, weight in self._adapter_base.items():
-            params[name].copy_(weight)
-        self._adapter_base = {}
-        return params
-
-    def weights_changed(self) -> None:
-        """Say the model's weights were changed in place (an optimizer step): cached keys are stale."""
-        if self._kv_store is not None:
-            with self._model_lock:
-                self._kv_store.clear()
-
-    def load_weights(self, path: str | Path) -> None:
-        """Load safetensors weights from a checkpoint folder (or one `.safetensors` file)."""
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-        if not files or not all(f.is_file() for f in files):
-            raise ModelError(f"no safetensors weights at {path}")
-        state: dict[str, Any] = {}
-        for file in files:
-            state.update(load_file(str(file), device=str(self._model.device)))
-        self.load_state_dict(state)
-
     # ------------------------------------------------------------------------------- rendering
     def render_prompt(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The prompt token ids exactly as the model sees them (chat template, tools, generation prompt).
 
         Where the conversation extends one this model already completed, the ids of that earlier
         prompt and completion are reused as they were (see `simulate.token_prefix`).
         """
-        return self._encode(messages, tools)[1]
+        return self._encode(messages, tools, template_kwargs)[1]
 
-    def _encode(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> tuple[str, list[int]]:
+    def _encode(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> tuple[str, list[int]]:
         """The rendered prompt text and its ids (earlier turns' ids reused)."""
-        text = self._render_text(messages, tools)
-        return text, self._prefixes.encode(text, self._tokenize)
-
-    def _render_text(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> str:
         if not messages:
             raise ModelRequestError("no messages to complete")
-        try:
-            return str(
-                self._tokenizer.apply_chat_template(
-                    [m.openai() for m in messages],
-                    tools=[t.openai() for t in tools] if tools else None,
-                    add_generation_prompt=True,
-                    tokenize=False,
-                )
-            )
-        except Exception as exc:  # jinja errors: the template rejects this conversation
-            raise ModelRequestError(f"the chat template cannot render these messages: {exc}") from exc
+        text = render_chat(
+            self._tokenizer,
+            [m.openai() for m in messages],
+            [t.openai() for t in tools] if tools else None,
+            self.chat_template_kwargs if template_kwargs is None else template_kwargs,
+            add_generation_prompt=True,
+        )
+        return text, self._prefixes.encode(text, self._tokenize)
 
     async def _grammar(self, params: SamplingParams, tools: list[ToolSpec] | None) -> Any:
         """The compiled output grammar the request asks for, if any (compiled off the event loop)."""
@@ -319,6 +263,12 @@ class LocalChatModel:
             )
             return await anyio.to_thread.run_sync(compile_calls)
         return None
+
+    def _renderer(self, template_kwargs: Mapping[str, Any]) -> ChatRenderer:
+        """The client-side renderer of token chains, for these template arguments."""
+        if self._chain_renderer is None or self._chain_renderer.template_kwargs != dict(template_kwargs):
+            self._chain_renderer = ChatRenderer(self._tokenizer, template_kwargs=template_kwargs)
+        return self._chain_renderer
 
     def _tokenize(self, text: str) -> list[int]:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -337,14 +287,29 @@ class LocalChatModel:
         *,
         tools: list[ToolSpec] | None = None,
         params: SamplingParams | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> Completion:
-        """One completion (batched with whatever else is being asked concurrently)."""
+        """One completion (batched with whatever else is being asked concurrently).
+
+        `chat_template_kwargs` replaces the model's own template arguments for this request (a
+        server's client asking for its format, as vLLM allows).
+        """
         params = params or SamplingParams()
+        template_kwargs = self.chat_template_kwargs if chat_template_kwargs is None else chat_template_kwargs
         role = current_role(self.role)
         started = time.perf_counter()
         prompt_ids: list[int] = []
+        # The policy's turns inside an episode's token session extend its chain (`simulate.token_chain`).
+        chained = role == "policy" and current_session() is not None
+        prompt_text = ""
         try:
-            prompt_text, prompt_ids = self._encode(messages, tools)
+            if chained:
+                if not messages:
+                    raise ModelRequestError("no messages to complete")
+                begin_turn(messages, tools)
+                prompt_ids = chained_prompt(self._renderer(template_kwargs), messages, tools)
+            else:
+                prompt_text, prompt_ids = self._encode(messages, tools, template_kwargs)
             room = self.context_length - len(prompt_ids)
             if room < 1:
                 raise ModelRequestError(
@@ -359,13 +324,17 @@ class LocalChatModel:
             if error is exc:
                 raise
             raise error from exc
-        self._remember(prompt_text, prompt_ids, result.token_ids)
+        if chained:
+            end_turn(prompt_ids, result.token_ids)
+        else:
+            self._remember(prompt_text, prompt_ids, result.token_ids)
         completion = Completion(
-            text=result.text,
+            text=visible_text(result.text, template_kwargs),
             finish_reason=result.finish_reason,
             prompt_token_ids=prompt_ids,
             completion_token_ids=result.token_ids,
             completion_logprobs=result.logprobs if params.logprobs else None,
+            completion_forced=result.forced,
             usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(result.token_ids)),
             model=self.name,
             latency_s=time.perf_counter() - started,

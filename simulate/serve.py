@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from arena.protocols import ChatModel, ModelError
 from arena.types import Completion
+from simulate.generation_defaults import generation_defaults
 from simulate.model_errors import ModelRequestError
 from simulate.serve_chat import ChatRequest, chat_body, chat_events, plan_tools, sampling_params, to_messages
 from simulate.serve_completions import (
@@ -100,19 +101,31 @@ def create_app(
     accepted = {served, *aliases}
     tokenizer = getattr(model, "tokenizer", None)
     created = int(time.time())
+    # Sampling fields a request leaves out come from the model's generation config, as on vLLM.
+    defaults = generation_defaults(model)
 
     async def chat_completions(request: Request) -> Response:
         req = await _parse(request, ChatRequest)
         check_model(req.model, accepted, served)
         messages = to_messages(req.messages)
         plan = plan_tools(req)
-        params = [sampling_params(req, plan, i) for i in range(req.n)]
+        params = [sampling_params(req, plan, i, defaults) for i in range(req.n)]
         results: list[Completion | None] = [None] * req.n
         errors: list[ModelError] = []
+        template: dict[str, Any] = {}
+        if req.chat_template_kwargs is not None:
+            if not isinstance(model, RawCompleter):  # only a local decode loop renders templates here
+                raise WireError(
+                    f"model {served!r} does not render chat templates here: chat_template_kwargs cannot apply",
+                    param="chat_template_kwargs",
+                )
+            template = {"chat_template_kwargs": req.chat_template_kwargs}
 
         async def one(i: int) -> None:
             try:
-                results[i] = await model.chat(messages, tools=plan.tools or None, params=params[i])
+                results[i] = await model.chat(
+                    messages, tools=plan.tools or None, params=params[i], **template
+                )
             except ModelError as exc:
                 errors.append(exc)
 
@@ -138,7 +151,7 @@ def create_app(
                 "use /v1/chat/completions",
                 status=404,
             )
-        prompts, results = await complete(model, req)
+        prompts, results = await complete(model, req, defaults)
         if req.stream:
             events = completion_events(model, req, prompts, results, served=served)
             return StreamingResponse(events, media_type=EVENT_STREAM)

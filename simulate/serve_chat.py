@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.episode.parser import CLOSE_TAG, OPEN_TAG, parse_tool_calls
 from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec
+from simulate.generation_defaults import sampling_fields
 from simulate.serve_stream import DONE, ChoiceParts, chat_chunk_choices, chat_message_choice, sse
 from simulate.wire_errors import WireError
 
@@ -101,8 +102,12 @@ class ChatRequest(BaseModel):
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
     n: int = Field(default=1, ge=1, le=MAX_N)
-    temperature: float = Field(default=1.0, ge=0.0, le=5.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    # Sampling fields left out come from the model's generation config (`simulate.generation_defaults`).
+    temperature: float | None = Field(default=None, ge=0.0, le=5.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0)
     max_tokens: int | None = Field(default=None, ge=1, le=32768)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=32768)
     stop: str | list[str] | None = None
@@ -111,6 +116,8 @@ class ChatRequest(BaseModel):
     top_logprobs: int | None = Field(default=None, ge=0, le=0)
     response_format: _ResponseFormat | None = None
     return_token_ids: bool = False
+    # vLLM's extra: arguments for the chat template (Qwen3's enable_thinking), replacing the model's own.
+    chat_template_kwargs: dict[str, Any] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
 
@@ -203,15 +210,18 @@ def plan_tools(req: ChatRequest) -> ToolPlan:
     return ToolPlan(specs, parse=True, constrain=strict, one_call=one)
 
 
-def sampling_params(req: ChatRequest, plan: ToolPlan, sample: int) -> SamplingParams:
-    """The backend's sampling parameters for sample number `sample` of `req`."""
+def sampling_params(
+    req: ChatRequest, plan: ToolPlan, sample: int, defaults: dict[str, Any] | None = None
+) -> SamplingParams:
+    """The backend's sampling parameters for sample number `sample` of `req` (`defaults`: the served
+    model's generation config, `simulate.generation_defaults`)."""
+    defaults = defaults or {}
     stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     if plan.one_call:
         stops.append(CLOSE_TAG)
     return SamplingParams(
-        temperature=req.temperature,
-        top_p=req.top_p,
-        max_tokens=req.max_completion_tokens or req.max_tokens or 256,
+        **sampling_fields(req, defaults),
+        max_tokens=req.max_completion_tokens or req.max_tokens or defaults.get("max_tokens", 256),
         stop=stops,
         seed=None if req.seed is None else req.seed + sample,
         logprobs=req.logprobs,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arena.protocols import ModelError
 from arena.types import SamplingParams
 from simulate.decoding import DecodeRequest, DecodeResult
+from simulate.generation_defaults import sampling_fields
 from simulate.serve_chat import MAX_N, StreamOptions
 from simulate.serve_stream import DONE, sse, text_spans, token_pieces, token_strings
 from simulate.wire_errors import WireError
@@ -60,8 +61,12 @@ class CompletionRequest(BaseModel):
     # OpenAI's default for completions; null: up to the model's context (as vLLM).
     max_tokens: int | None = Field(default=16, ge=1, le=32768)
     n: int = Field(default=1, ge=1, le=MAX_N)
-    temperature: float = Field(default=1.0, ge=0.0, le=5.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    # Sampling fields left out come from the model's generation config (`simulate.generation_defaults`).
+    temperature: float | None = Field(default=None, ge=0.0, le=5.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0)
     stop: str | list[str] | None = None
     seed: int | None = None
     logprobs: int | None = Field(default=None, ge=0)
@@ -98,22 +103,25 @@ def prompt_ids(req: CompletionRequest, tokenizer: Any, vocab_size: int) -> list[
     return out
 
 
-def _params(req: CompletionRequest, sample: int) -> SamplingParams:
+def _params(req: CompletionRequest, sample: int, defaults: dict[str, Any]) -> SamplingParams:
     return SamplingParams(
-        temperature=req.temperature,
-        top_p=req.top_p,
-        max_tokens=req.max_tokens or 32768,
+        **sampling_fields(req, defaults),
+        max_tokens=req.max_tokens or defaults.get("max_tokens", 32768),
         stop=[req.stop] if isinstance(req.stop, str) else list(req.stop or []),
         seed=None if req.seed is None else req.seed + sample,
         logprobs=req.logprobs is not None,
     )
 
 
-async def complete(model: RawCompleter, req: CompletionRequest) -> tuple[list[list[int]], list[DecodeResult]]:
+async def complete(
+    model: RawCompleter, req: CompletionRequest, defaults: dict[str, Any] | None = None
+) -> tuple[list[list[int]], list[DecodeResult]]:
     """Decode `req.n` samples of every prompt, all batched together; results in vLLM's order.
 
-    Choice `i * n + j` is sample `j` of prompt `i`.
+    Choice `i * n + j` is sample `j` of prompt `i`; `defaults` fill the sampling fields the request
+    leaves out (the model's generation config, `simulate.generation_defaults`).
     """
+    defaults = defaults or {}
     if req.logprobs:
         raise WireError(
             "this server returns only the sampled tokens' logprobs: send logprobs=0", param="logprobs"
@@ -135,7 +143,8 @@ async def complete(model: RawCompleter, req: CompletionRequest) -> tuple[list[li
                 param="prompt",
             )
         requests += [
-            DecodeRequest(ids, _params(req, j), min(req.max_tokens or room, room)) for j in range(req.n)
+            DecodeRequest(ids, _params(req, j, defaults), min(req.max_tokens or room, room))
+            for j in range(req.n)
         ]
     results: list[DecodeResult | None] = [None] * len(requests)
     errors: list[Exception] = []

@@ -4,7 +4,8 @@ A checkpoint is `<out_dir>/checkpoints/step-NNNNNN/` holding what `save_pretrain
 (`model.safetensors`, `config.json`, generation config), the tokenizer (with the tool-aware chat
 template) and `lineage.json`: the parent policy, the round, the phase, the step and the reward
 statistics of the rollouts that led to it. A LoRA run's checkpoint also keeps its adapter alone in
-`adapter/`, so a resumed round continues the adapter on the weights the round started from.
+`adapter/`, so a resumed round continues the adapter on the weights the round started from; its
+merged weights are fp32 (`trainer.lora_export`).
 Folders are written under a temporary name and renamed into place, so a crash never leaves a
 half-written checkpoint that resume would pick up.
 
@@ -71,16 +72,17 @@ def save_checkpoint(
     """Write a checkpoint of `model` atomically and return its folder.
 
     `adapter`: the peft model whose trained adapter (named "default") is kept in `adapter/` too.
+    `model` is a full model: a peft model's adapter is merged first (`trainer.lora_export`, in fp32).
     """
+    if is_peft(model):
+        raise ValueError("save_checkpoint takes a full model: merge the adapter first (trainer.lora_export)")
     root = checkpoints_dir(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"{_PREFIX}{lineage.step:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
     try:
-        # A peft model saves only its adapter; merge a copy so every checkpoint is a full model
-        # that vLLM and the local backend load alike.
-        to_save = model.merge_and_unload() if is_peft(model) else model
-        to_save.save_pretrained(str(tmp), safe_serialization=True)
+        # Every checkpoint is a full model that vLLM and the local backend load alike.
+        model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
         if adapter is not None:
             adapter.save_pretrained(str(tmp / ADAPTER_DIR), selected_adapters=["default"])

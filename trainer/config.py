@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from arena.episode.runner import EpisodeConfig
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
+from simulate.chat_format import DEFAULT_TEMPLATE_KWARGS
 from trainer.off_policy import OffPolicyConfig
 
 
@@ -137,11 +138,12 @@ class TrainerConfig(BaseModel):
     rollout_model: str = "policy"  # the served model name on that server
     rollout_api_key: str | None = None  # its API key, if it wants one
     rollout_concurrency: int = Field(default=32, ge=1)  # episodes in flight
-    # http backend: the policy's chat template renders prompts here and the server's completions
-    # endpoint gets token ids (`simulate.token_chat`). Thinking (Qwen3's `enable_thinking`) is off
-    # by default: the template's empty think block stays in the prompt; on, the sampled reasoning
-    # is kept in the chain and trained like every sampled token.
-    rollout_thinking: bool = False
+    # The policy's chat-template arguments, the same for GRPO's rollouts (local, and the http
+    # backend's token-id prompts rendered here: `simulate.token_chat`), the SFT warm-up and every
+    # evaluation (`simulate.chat_format`). Thinking (Qwen3's `enable_thinking`) is off by default:
+    # the template's empty think block stays in the prompt; on, the sampled reasoning is kept in
+    # the chain and trained like every sampled token.
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_TEMPLATE_KWARGS))
     # http backend, LoRA rounds: each step's update reaches the server as the adapter alone
     # ("adapter": vLLM's runtime LoRA loading, megabytes) or as merged full weights ("full": a
     # checkpoint reload, the model's size). Full checkpoints are saved every `save_every` steps either way.
@@ -180,17 +182,25 @@ class TrainerConfig(BaseModel):
             raise ValueError(
                 f"micro_batch_size ({self.micro_batch_size}) must divide tasks_per_step × group_size ({self.batch_size})"
             )
-        temperature = self.episode.params.temperature
-        if (
-            self.off_policy.enabled
-            and self.off_policy.sampler_logprobs == "raw"
-            and temperature not in (0.0, 1.0)
-        ):
-            raise ValueError(
-                f"the sampler's raw log-probs are at temperature 1 and the episodes sample at {temperature}: "
-                "serve with vLLM's --logprobs-mode processed_logprobs and set off_policy.sampler_logprobs = "
-                "'processed', sample at temperature 1, or turn off_policy off"
-            )
+        params = self.episode.params
+        if self.off_policy.enabled and self.off_policy.sampler_logprobs == "raw":
+            # Raw log-probs are of the untouched softmax: a ratio against them never sees what
+            # temperature, truncation or a penalty did to the distribution actually sampled.
+            departs = []
+            if params.temperature not in (0.0, 1.0):
+                departs.append(f"temperature {params.temperature}")
+            if params.truncates:
+                departs.append(
+                    f"top_p {params.top_p}, top_k {params.top_k}, min_p {params.min_p}, "
+                    f"repetition_penalty {params.repetition_penalty}"
+                )
+            if departs:
+                raise ValueError(
+                    f"the sampler's raw log-probs are of the untouched softmax and the episodes sample with "
+                    f"{'; '.join(departs)}: serve with vLLM's --logprobs-mode processed_logprobs and set "
+                    "off_policy.sampler_logprobs = 'processed', sample at temperature 1 without truncation, "
+                    "or turn off_policy off"
+                )
         if self.rollout_backend == "http" and not self.rollout_base_url:
             raise ValueError("rollout_backend 'http' needs rollout_base_url (the vLLM server, …/v1)")
         self._check_processes()

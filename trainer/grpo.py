@@ -2,10 +2,10 @@
 
 The trainer runs in a worker thread (`anyio.to_thread.run_sync`): TRL is synchronous. Inside it,
 the `RolloutBridge` (the `rollout_func`) runs the episodes of each batch back on the event loop;
-a `TrainerCallback` turns TRL's logs into `StepMetrics` for `on_step`, saves checkpoints every
-`save_every` steps (and at the end), pushes weights to an HTTP rollout server after each update
-(and the starting weights before the first rollout, so that every batch is on-policy), and
-awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
+a `TrainerCallback` (`trainer.grpo_run`) turns TRL's logs into `StepMetrics` for `on_step`, saves
+checkpoints every `save_every` steps (and at the end), pushes weights to an HTTP rollout server
+after each update (and the starting weights before the first rollout, so that every batch is
+on-policy), and awaits `safe_point` between optimizer steps — if that raises (the daemon's stop), the step's
 checkpoint is saved, training stops and the exception propagates to the caller.
 
 Resume: when `out_dir` already holds a checkpoint of this round, training continues from its
@@ -13,13 +13,16 @@ weights at the step after it (the optimizer state restarts), so a crash loses at
 `save_every - 1` steps. With a KL term (`beta` > 0) the reference stays the policy the round
 started from, resumed or not.
 
+The loss trains what the rollouts sampled: with grammar-constrained tool calls, the tokens the
+grammar forced are out of the loss, and the others are scored as the sampler recorded them (the
+choice and why: `trainer.policy_logps`).
+
 With `config.processes > 1` the steps run in worker processes instead (`trainer.sharded`: FSDP
 over GPUs under `accelerate launch`), with the same rollout bridge, checkpoints and result.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Sequence
@@ -33,26 +36,24 @@ import structlog
 
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.model import Task
-from trainer.checkpoints import Lineage, is_peft, prune_checkpoints, save_checkpoint
+from trainer.checkpoints import is_peft
 from trainer.config import TrainerConfig
-from trainer.grpo_model import anchor_reference_adapter, finished_round, load_start, resume_point, savable
-from trainer.memory import release_memory
+from trainer.grpo_model import anchor_reference_adapter, finished_round, load_start, resume_point
+from trainer.grpo_run import RoundRun, step_callback
 from trainer.metrics import (
-    CheckpointInfo,
     OnStep,
     RolloutStats,
     SafePoint,
-    StepMetrics,
     TaskOutcome,
     TrainResult,
-    grpo_step_metrics,
 )
 from trainer.precision import use_bf16
 from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
 from trainer.rollout_policy import http_policy_factory, local_policy_factory
+from trainer.samples import infra_error
 from trainer.tasks import PreparedTask, prepare_tasks
-from trainer.weight_sync import publish_start, sync_step
+from trainer.weight_sync import publish_start
 
 log = structlog.get_logger(__name__)
 
@@ -110,146 +111,8 @@ def grpo_args(
     )
 
 
-class _Run:
-    """The state of one `train_round` call, shared by the callback and the caller."""
-
-    def __init__(
-        self,
-        *,
-        round_id: int,
-        config: TrainerConfig,
-        out_dir: Path,
-        parent: str,
-        offset: int,
-        prior_seconds: float,
-        bridge: RolloutBridge,
-        on_step: OnStep | None,
-        safe_point: SafePoint | None,
-        publisher: WeightPublisher | None,
-    ) -> None:
-        self.round_id = round_id
-        self.config = config
-        self.out_dir = out_dir
-        self.parent = parent
-        self.offset = offset
-        self.prior_seconds = prior_seconds
-        self.started = time.perf_counter()
-        self.bridge = bridge
-        self.on_step = on_step
-        self.safe_point = safe_point
-        self.publisher = publisher
-        self.metrics: list[StepMetrics] = []
-        self.checkpoints: list[CheckpointInfo] = []
-        self.stop_error: BaseException | None = None
-        self.step_started = time.perf_counter()
-        self.last_saved_step = offset
-        self.saved_batches = 0  # rollout batches before the last checkpoint of this call
-        self.tokenizer: Any = None
-        self.last_sync: Any = None  # trainer.publish.WeightSync of the step's publication, if any
-
-    def sync(self, model: Any, step: int) -> None:
-        """Bring the HTTP rollout server to this step's weights (`last_sync` says how it went)."""
-        assert self.publisher is not None
-
-        def checkpoint() -> Path:
-            return self.save(model, step) if self.last_saved_step != step else self.checkpoints[-1].path
-
-        self.last_sync = anyio.from_thread.run(
-            functools.partial(
-                sync_step,
-                self.publisher,
-                self.config,
-                model,
-                round_id=self.round_id,
-                step=step,
-                staging=self.out_dir / "sync" / f"step-{step:06d}",
-                checkpoint=checkpoint,
-            )
-        )
-
-    def save(self, model: Any, step: int) -> Path:
-        # The checkpoint is rated on every rollout batch since the previous one, not the last batch
-        # alone: one batch is G × tasks_per_step episodes of a few tasks, too noisy to pick the best.
-        stats = RolloutStats.pooled(self.bridge.history[self.saved_batches :])
-        lineage = Lineage(
-            parent=self.parent,
-            round_id=self.round_id,
-            phase="grpo",
-            step=step,
-            total_steps=self.config.max_steps,
-            reward_mean=stats.reward_mean,
-            reward_std=stats.reward_std,
-            pass_rate=stats.pass_rate,
-            episodes=stats.episodes,
-            train_seconds=self.prior_seconds + time.perf_counter() - self.started,
-        )
-        adapter = model if is_peft(model) else None
-        path = save_checkpoint(savable(model), self.tokenizer, self.out_dir, lineage, adapter=adapter)
-        prune_checkpoints(self.out_dir, keep_last=self.config.keep_last, keep_best=self.config.keep_best)
-        self.checkpoints.append(CheckpointInfo(path=path, step=step, reward_mean=stats.reward_mean))
-        self.last_saved_step = step
-        self.saved_batches = len(self.bridge.history)
-        return path
-
-
-def _callback(run: _Run) -> Any:
-    from transformers import TrainerCallback
-
-    class ArenaCallback(TrainerCallback):
-        """Checkpoints, weight publishing, safe points and metrics between optimizer steps."""
-
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            run.step_started = time.perf_counter()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            model = kwargs["model"]
-            step = run.offset + state.global_step
-            last = state.global_step >= state.max_steps
-            if step % run.config.save_every == 0 or last:
-                run.save(model, step)
-            if run.publisher is not None and run.config.rollout_backend == "http":
-                run.sync(model, step)
-            # Each step's rollouts and backward pass free gigabytes into glibc's heap, which keeps
-            # them: a CPU learn-bench round grew to 20 GB resident by its fourth step, of which a
-            # malloc_trim (called from a debugger) gave back 15.6 GB at once.
-            release_memory(f"grpo step {step}")
-            if run.safe_point is not None and not last:
-                try:
-                    anyio.from_thread.run(run.safe_point)
-                except BaseException as exc:  # the daemon's stop (or a cancellation): checkpoint, then stop
-                    run.stop_error = exc
-                    if run.last_saved_step != step:
-                        run.save(model, step)
-                    control.should_training_stop = True
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
-        ) -> None:
-            if not logs or "loss" not in logs:
-                return
-            stats = run.bridge.history[-1] if run.bridge.history else RolloutStats()
-            metrics = grpo_step_metrics(
-                round_id=run.round_id,
-                step=run.offset + state.global_step,
-                logs=logs,
-                stats=stats,
-                seconds=time.perf_counter() - run.step_started,
-            )
-            if run.last_sync is not None:
-                metrics.sync_kind = run.last_sync.kind
-                metrics.sync_bytes = run.last_sync.bytes
-                metrics.sync_seconds = run.last_sync.seconds
-            run.last_sync = None
-            run.metrics.append(metrics)
-            log.info("grpo.step", **{k: v for k, v in metrics.model_dump().items() if v is not None})
-            if run.on_step is not None:
-                run.on_step(metrics)
-
-    return ArenaCallback()
-
-
 def _train_sync(
-    model: Any, tokenizer: Any, prepared: Sequence[PreparedTask], run: _Run, max_steps: int
+    model: Any, tokenizer: Any, prepared: Sequence[PreparedTask], run: RoundRun, max_steps: int
 ) -> None:
     """Build the `GRPOTrainer` and train (blocking, in a worker thread)."""
     from datasets import Dataset
@@ -266,7 +129,7 @@ def _train_sync(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[_callback(run)],
+        callbacks=[step_callback(run)],
         peft_config=None if resumed_adapter else run.config.lora.peft_config(),
         rollout_func=run.bridge,
     )
@@ -334,8 +197,11 @@ async def train_round(
     env_of = {p.key: p.task.env for p in prepared}
 
     def count(_stats: RolloutStats, episodes: list[tuple[str, Any, Any]]) -> None:
-        for key, _transcript, verdict in episodes:
+        for key, transcript, verdict in episodes:
             o = outcomes.setdefault(key, TaskOutcome(task=key, env=env_of[key]))
+            if infra_error(transcript):  # not the policy's doing: the curriculum does not count it
+                o.infra_errors += 1
+                continue
             o.episodes += 1
             o.passed += bool(verdict.passed)
             o.reward_sum += float(verdict.reward)
@@ -351,7 +217,7 @@ async def train_round(
         on_rollout=count,
         remote=remote_episodes,
     )
-    run = _Run(
+    run = RoundRun(
         round_id=round_id,
         config=config,
         out_dir=out_dir,
@@ -390,8 +256,7 @@ async def train_round(
     if run.stop_error is not None:
         raise run.stop_error
     history = bridge.history
-    rewards = [s.reward_mean * s.episodes for s in history]
-    episodes = sum(s.episodes for s in history)
+    pooled = RolloutStats.pooled(history)
     final = run.checkpoints[-1].path if run.checkpoints else start_dir
     return TrainResult(
         round_id=round_id,
@@ -400,13 +265,15 @@ async def train_round(
         steps=len(run.metrics),
         resumed_from_step=offset,
         total_steps=offset + len(run.metrics),
-        reward_mean=sum(rewards) / episodes if episodes else None,
-        pass_rate=sum(s.pass_rate * s.episodes for s in history) / episodes if episodes else None,
+        reward_mean=pooled.reward_mean if pooled.scored else None,
+        pass_rate=pooled.pass_rate if pooled.scored else None,
         zero_variance_groups=sum(s.zero_variance_groups for s in history),
         resampled_groups=sum(s.resampled_groups for s in history),
         chain_breaks=sum(s.chain_breaks for s in history),
+        forced_tokens=sum(s.forced_tokens for s in history),
         groups=sum(s.groups for s in history),
-        episodes=episodes,
+        episodes=pooled.episodes,
+        infra_errors=pooled.infra_errors,
         skipped=len(skipped),
         seconds=time.perf_counter() - started,
         prior_seconds=prior_seconds,

@@ -6,7 +6,6 @@ round started from) and, with LoRA, the same adapter continued on the same base 
 
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
 from typing import Any
@@ -49,10 +48,13 @@ def finished_round(out_dir: Path, round_id: int, started: float) -> TrainResult:
     )
 
 
-def savable(model: Any) -> Any:
-    """A full model to save: peft models are merged on a copy (the training model keeps its adapter)."""
+def savable(model: Any, base_dir: Path) -> Any:
+    """A full model to save: a peft model's adapter is merged in fp32 (`trainer.lora_export`, on the
+    round's base weights from `base_dir`); the training model keeps its adapter."""
     if is_peft(model):
-        return copy.deepcopy(model).merge_and_unload()
+        from trainer.lora_export import merged_model
+
+        return merged_model(model, base_dir)
     return model
 
 

@@ -41,6 +41,7 @@ def eval_key(prepared: list[Any], config: LearnBenchConfig) -> str:
         "system_prompt": cfg.system_prompt,
         "tool_subset": cfg.tool_subset,
         "rollout_dtype": cfg.rollout_dtype,
+        "chat_template_kwargs": cfg.chat_template_kwargs,
     }
     return evaluation_key([p.fingerprint for p in prepared], settings)
 
@@ -56,7 +57,13 @@ async def evaluate_dir(policy_dir: Path, prepared: list[Any], config: LearnBench
             functools.partial(load_policy, policy_dir, dtype=dtype)
         )
         model.eval()
-        chat = LocalChatModel(model, tokenizer, name=policy_dir.name, max_batch=config.trainer.max_batch)
+        chat = LocalChatModel(
+            model,
+            tokenizer,
+            name=policy_dir.name,
+            max_batch=config.trainer.max_batch,
+            chat_template_kwargs=config.trainer.chat_template_kwargs,
+        )
         try:
             report = await evaluate(chat, prepared, eval_config(config), samples=config.eval_samples)
         finally:
@@ -96,6 +103,10 @@ async def run_stage(
             record.train_peak_rss_mb = train_peak_rss_mb
             record.groups, record.zero_variance_groups = trained.groups, trained.zero_variance_groups
             record.resampled_groups = trained.resampled_groups
+            record.forced_tokens = trained.forced_tokens
+            record.kl_per_token, record.kl_per_token_max = _mean_max([m.sampler_kl for m in trained.metrics])
+            record.ratio_peak = _mean_max([m.importance_ratio_peak for m in trained.metrics])[1]
+            record.reference_kl = _mean_max([m.kl for m in trained.metrics])[0]
         store.save(record)
     key = eval_key(prepared, config)
     if record.eval is not None and record.eval_key == key:
@@ -105,6 +116,12 @@ async def run_stage(
     record.eval, record.eval_key = await evaluate_dir(policy_dir, prepared, config), key
     store.save(record)
     return record
+
+
+def _mean_max(values: list[float | None]) -> tuple[float | None, float | None]:
+    """Mean and largest of the known values (None, None without any)."""
+    known = [v for v in values if v is not None]
+    return (sum(known) / len(known), max(known)) if known else (None, None)
 
 
 async def all_tools_evaluations(

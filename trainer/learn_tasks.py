@@ -63,6 +63,25 @@ async def synthesized_tasks(
     return out
 
 
+async def perfect_episode_tokens(item: Any, tokenizer: Any, config: TrainerConfig) -> int | None:
+    """The tokens of a task's perfect episode as the policy sees it (its longest chain; None when
+    its reference does not replay)."""
+    from trainer.sft import reference_messages, render_examples
+
+    messages = await reference_messages(item)
+    if messages is None:
+        return None
+    examples = render_examples(
+        tokenizer,
+        item,
+        messages,
+        history_turns=config.episode.history_turns,
+        max_length=1 << 20,
+        template_kwargs=config.chat_template_kwargs,
+    )
+    return max((len(e.input_ids) for e in examples), default=None)
+
+
 async def within_budget(
     prepared: list[Any], tokenizer_dir: Path, config: TrainerConfig, *, only: set[str] | None = None
 ) -> tuple[list[Any], list[str]]:
@@ -73,8 +92,6 @@ async def within_budget(
     """
     from transformers import AutoTokenizer
 
-    from trainer.sft import reference_messages, render_examples
-
     tokenizer = await anyio.to_thread.run_sync(AutoTokenizer.from_pretrained, str(tokenizer_dir))
     budget = config.episode.max_total_tokens
     kept: list[Any] = []
@@ -83,15 +100,8 @@ async def within_budget(
         if only is not None and item.key not in only:
             kept.append(item)
             continue
-        messages = await reference_messages(item)
-        examples = (
-            []
-            if messages is None
-            else render_examples(
-                tokenizer, item, messages, history_turns=config.episode.history_turns, max_length=1 << 20
-            )
-        )
-        length = max((len(e.input_ids) for e in examples), default=budget)
+        length = await perfect_episode_tokens(item, tokenizer, config)
+        length = budget if length is None else length
         if length >= budget:
             dropped.append(f"{item.key}: its perfect episode is {length} tokens, the budget {budget}")
         else:

@@ -18,8 +18,11 @@ class RolloutStats(BaseModel):
     """What one batch of episodes looked like (computed by the rollout bridge)."""
 
     episodes: int = 0
+    # Episodes that ended on an infrastructure error (environment, user simulator or model server
+    # failed): left out of their group's statistics and of the reward and pass rate below.
+    infra_errors: int = 0
     groups: int = 0
-    zero_variance_groups: int = 0  # groups whose rewards were all equal (dropped from the loss)
+    zero_variance_groups: int = 0  # groups whose scored rewards were all equal (dropped from the loss)
     resampled_groups: int = 0  # zero-variance groups replaced by another task's group (dynamic sampling)
     discarded_episodes: int = 0  # episodes run but not trained on (replaced, or resampled without signal)
     reward_mean: float = 0.0
@@ -28,9 +31,15 @@ class RolloutStats(BaseModel):
     mean_turns: float = 0.0  # policy turns per episode
     mean_policy_tokens: float = 0.0  # sampled tokens per episode
     generated_tokens: int = 0
+    forced_tokens: int = 0  # of those, tokens a grammar forced (constrained decoding: not trained)
     seconds: float = 0.0
     chain_breaks: int = 0  # episodes whose later turns could not be trained (prompt re-rendered)
     finishes: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def scored(self) -> int:
+        """Episodes with a reward (those that did not end on an infrastructure error)."""
+        return self.episodes - self.infra_errors
 
     @property
     def zero_variance_fraction(self) -> float:
@@ -40,17 +49,19 @@ class RolloutStats(BaseModel):
     @classmethod
     def pooled(cls, batches: Sequence[RolloutStats]) -> RolloutStats:
         """Episodes, reward mean and std and pass rate over several batches, as if they were one."""
-        n = sum(b.episodes for b in batches)
+        episodes, infra = sum(b.episodes for b in batches), sum(b.infra_errors for b in batches)
+        n = episodes - infra  # the scored episodes the batches' means are over
         if n == 0:
-            return cls()
-        mean = sum(b.reward_mean * b.episodes for b in batches) / n
+            return cls(episodes=episodes, infra_errors=infra)
+        mean = sum(b.reward_mean * b.scored for b in batches) / n
         # E[x²] − E[x]² with each batch's E[x²] = std² + mean² (population std, as in a batch).
-        square = sum((b.reward_std**2 + b.reward_mean**2) * b.episodes for b in batches) / n
+        square = sum((b.reward_std**2 + b.reward_mean**2) * b.scored for b in batches) / n
         return cls(
-            episodes=n,
+            episodes=episodes,
+            infra_errors=infra,
             reward_mean=mean,
             reward_std=max(square - mean**2, 0.0) ** 0.5,
-            pass_rate=sum(b.pass_rate * b.episodes for b in batches) / n,
+            pass_rate=sum(b.pass_rate * b.scored for b in batches) / n,
         )
 
 
@@ -75,6 +86,9 @@ class StepMetrics(BaseModel):
     importance_ratio_mean: float | None = None
     importance_ratio_min: float | None = None
     importance_ratio_max: float | None = None
+    # The largest per-token ratio before truncation, and the mean per-token KL(sampler ‖ trainer).
+    importance_ratio_peak: float | None = None
+    sampler_kl: float | None = None
     chain_breaks: int | None = None  # episodes of the step whose later turns were not trained
     # How the step's update reached an HTTP rollout server: "full" weights or the LoRA "adapter"
     # alone, the bytes written to the shared folder and the seconds until the server served them.
@@ -120,6 +134,8 @@ def grpo_step_metrics(
         importance_ratio_mean=_opt_float(logs.get("sampling/importance_sampling_ratio/mean")),
         importance_ratio_min=_opt_float(logs.get("sampling/importance_sampling_ratio/min")),
         importance_ratio_max=_opt_float(logs.get("sampling/importance_sampling_ratio/max")),
+        importance_ratio_peak=_opt_float(logs.get("sampling/importance_sampling_ratio/peak")),
+        sampler_kl=_opt_float(logs.get("sampling/kl_per_token/mean")),
         chain_breaks=stats.chain_breaks,
         tokens_per_s=stats.generated_tokens / stats.seconds if stats.seconds > 0 else None,
         episode_length=stats.mean_turns,
@@ -143,9 +159,10 @@ class TaskOutcome(BaseModel):
 
     task: str  # ENV/ID
     env: str
-    episodes: int = 0
+    episodes: int = 0  # scored episodes (infrastructure errors are counted apart)
     passed: int = 0
     reward_sum: float = 0.0
+    infra_errors: int = 0  # episodes that ended on an environment or model failure
 
 
 class TrainResult(BaseModel):
@@ -164,6 +181,10 @@ class TrainResult(BaseModel):
     resampled_groups: int = 0
     groups: int = 0
     episodes: int = 0
+    # GRPO: episodes that ended on an infrastructure error (environment, user simulator or model
+    # server failure): left out of their groups' statistics and of reward_mean and pass_rate.
+    infra_errors: int = 0
+    forced_tokens: int = 0  # GRPO: sampled tokens a grammar forced (constrained decoding: not trained)
     # GRPO: episodes whose later turns were not trained (their prompt was re-rendered: a new chain).
     chain_breaks: int = 0
     examples: int = 0  # SFT: trajectories trained on

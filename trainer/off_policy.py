@@ -37,6 +37,11 @@ class CorrectionStats(BaseModel):
     ratio_mean: float = 1.0
     ratio_min: float = 1.0
     ratio_max: float = 1.0
+    # The largest per-token ratio π_train / π_sampler before any truncation or masking.
+    ratio_peak: float = 1.0
+    # Mean per-token KL(sampler ‖ trainer) on the sampled tokens: the k3 estimate exp(r) − 1 − r with
+    # r = log π_train − log π_sampler (unbiased, never negative), over tokens whose sampler log-prob is known.
+    kl: float = 0.0
     tokens: int = 0
 
 
@@ -70,7 +75,8 @@ def importance_ratios(
         weights = ratio.clamp(min=low, max=high)
     else:
         weights = ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
-    delta = (trainer_logps - sampler_logps).abs()[on & ~torch.isnan(sampler_logps)]
+    signed = (trainer_logps - sampler_logps)[on & ~torch.isnan(sampler_logps)].detach().float()
+    delta = signed.abs()
     applied = weights.expand_as(on)[on] if mode.startswith("token") else weights.flatten()
     stats = CorrectionStats(
         logprob_diff_mean=float(delta.mean()) if delta.numel() else 0.0,
@@ -78,6 +84,8 @@ def importance_ratios(
         ratio_mean=float(applied.mean()) if applied.numel() else 1.0,
         ratio_min=float(applied.min()) if applied.numel() else 1.0,
         ratio_max=float(applied.max()) if applied.numel() else 1.0,
+        ratio_peak=float(torch.exp(signed.max())) if signed.numel() else 1.0,
+        kl=float((torch.expm1(signed) - signed).mean()) if signed.numel() else 0.0,
         tokens=int(on.sum()),
     )
     return weights, stats

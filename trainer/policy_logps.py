@@ -12,6 +12,21 @@ generation) TRL's own path runs. Values at masked positions are zero: every use 
 is multiplied by the mask. Where the loss compares them with stored old log-probs (several
 iterations per generation), those are zeroed at the same positions, so the ratio there is
 exp(0 - 0) = 1 instead of the overflow of exp(0 - old).
+
+Constrained decoding (`round.constrain_tool_calls`: xgrammar masks the logits) samples from
+q = p·mask / Z, not from the policy's p. Of the two exact treatments — score log q (the trainer
+would need every position's mask and its normaliser Z, recomputing the grammar over each
+completion) or train only the tokens where the grammar left a choice — the trainer does the second:
+the sampler marks each token whose mask admitted that token alone (`DecodeResult.forced`), and the
+episode's mask (`TokenChain.mask`) is 0 there. On a forced token q = 1 whatever the weights, so the
+exact gradient of log q is zero; training log p there instead pushed the advantage into a token the
+policy never chose, every step, without ever changing what is sampled (the learn bench's one-token
+KL of 4,176 was such a token). On the tokens trained, the sampler's recorded log-prob is that of the
+full softmax before the mask (as vLLM reports it) and so is the trainer's: the importance ratio
+compares like with like. What is left out on them is the mask's normaliser: where the grammar
+leaves a few tokens (a tool's name, a key) the gradient of log p also lowers tokens the grammar
+bans, which changes nothing that is sampled; the forced tokens were where log p and log q parted
+most (q = 1 where p could be 1e-6).
 """
 
 from __future__ import annotations
@@ -66,9 +81,23 @@ def policy_token_logps(
     return logps, entropies
 
 
+RATIO_PEAK = "sampling/importance_sampling_ratio/peak"  # the largest per-token ratio, before truncation
+# Metrics whose step value is the extreme over the step's micro-batches, not their mean.
+EXTREMES = {
+    RATIO_PEAK: max,
+    "sampling/importance_sampling_ratio/max": max,
+    "sampling/importance_sampling_ratio/min": min,
+    "sampling/sampling_logp_difference/max": max,
+}
+
+
 def policy_token_trainer_class() -> type:
     """TRL's `GRPOTrainer` with the loss's log-probabilities from `policy_token_logps`."""
     from trl import GRPOTrainer
+
+    from trainer.samples import quiet_unscored_notice
+
+    quiet_unscored_notice()
 
     class PolicyTokenGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         """Scores only the policy's tokens when computing the GRPO loss (see the module docstring)."""
@@ -130,6 +159,18 @@ def policy_token_trainer_class() -> type:
                 metrics["sampling/importance_sampling_ratio/mean"].append(stats.ratio_mean)
                 metrics["sampling/importance_sampling_ratio/min"].append(stats.ratio_min)
                 metrics["sampling/importance_sampling_ratio/max"].append(stats.ratio_max)
+                metrics[RATIO_PEAK].append(stats.ratio_peak)
+                metrics["sampling/kl_per_token/mean"].append(stats.kl)
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            """TRL's step log, with the extremes over the step's micro-batches (TRL averages every
+            metric it collected, which would turn the step's largest ratio into a mean of maxima)."""
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            for key, pick in EXTREMES.items():
+                values = [v for v in metrics.pop(key, []) if v == v]
+                if values:
+                    logs[key] = pick(values)
+            super().log(logs, start_time)
 
         def _get_per_token_logps_and_entropies(
             self,

@@ -11,7 +11,8 @@ lr = 1e-6 on a weight of 0.02 (a relative change of 5e-5, far below bf16's 2^-8 
 back to the same weight. Measured with torch AdamW on 1M bf16 weights: 1.9 % changed after 8 steps
 against 100 % in fp32. So a full fine-tune loads fp32 weights (the master copy) and computes in
 bf16 under autocast; a LoRA fine-tune keeps the frozen base in bf16 (halving its memory, never
-updated) and peft's adapters in fp32 (peft's `autocast_adapter_dtype`, its default).
+updated) and peft's adapters in fp32 (peft's `autocast_adapter_dtype`, its default); its
+checkpoints merge the adapter in fp32 (`trainer.lora_export`).
 """
 
 from __future__ import annotations

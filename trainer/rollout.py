@@ -11,7 +11,8 @@ returns, per entry, the first token chain of the episode:
 - `env_mask`: 1 on the policy's sampled tokens, 0 on tool results and glue (TRL multiplies it
   into the loss mask);
 - `logprobs`: the sampling logprobs (0.0 where not sampled);
-- `reward`: the verifier's reward, forwarded to `reward_from_rollout`.
+- `reward`: the verifier's reward, forwarded to `reward_from_rollout` (NaN, and a zeroed
+  `env_mask`, for an episode that ended on an infrastructure error: `trainer.samples`).
 
 A group whose rewards are all equal carries no GRPO signal. With `dynamic_sampling_passes` (DAPO's
 dynamic sampling) the bridge first rolls out groups of tasks not yet drawn this step and puts each
@@ -30,7 +31,7 @@ import math
 import random
 import statistics
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,10 +45,11 @@ from arena.episode.transcript import Transcript
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.reward import Verdict
 from arena.tasks.verify import verify
-from simulate.token_chat import token_session
+from simulate.token_chain import token_session
 from trainer.config import TrainerConfig
 from trainer.memory import release_memory
 from trainer.metrics import RolloutStats
+from trainer.samples import group_members, has_signal, infra_error, scored_reward, training_sample
 from trainer.tasks import PreparedTask
 
 log = structlog.get_logger(__name__)
@@ -84,7 +86,26 @@ async def run_and_verify(
     fail, saying so). A task of a simulated environment runs on `simulator` (the helper model),
     which plays its tools, its user and its judge (`simulate.simenv`); its tool results reach the
     token chain as environment text, so they are never trained on.
+
+    The episode is one token session (`simulate.token_chain`): a policy that renders its own
+    prompts extends one chain turn after turn, in training and in every evaluation alike.
     """
+    with token_session():
+        return await _episode(
+            policy, item, config, user=user, judge=judge, sandbox=sandbox, simulator=simulator
+        )
+
+
+async def _episode(
+    policy: ChatModel,
+    item: PreparedTask,
+    config: TrainerConfig,
+    *,
+    user: UserSimulator | None,
+    judge: ChatModel | None,
+    sandbox: Any,
+    simulator: ChatModel | None,
+) -> tuple[Transcript, Verdict]:
     if item.env.kind == "simulated":
         from simulate.simenv import run_simulated_episode
 
@@ -119,53 +140,9 @@ async def run_and_verify(
     return transcript, verdict
 
 
-def training_sample(
-    transcript: Transcript, pad_id: int
-) -> tuple[list[int], list[int], list[int], list[float]]:
-    """(prompt_ids, completion_ids, env_mask, logprobs) of an episode's first token chain.
-
-    An episode without tokens (the policy failed before its first turn) yields a one-token
-    placeholder whose mask is 0, so it still fills its slot but trains nothing.
-    """
-    if not transcript.chains or len(transcript.chains[0].segments) < 2:
-        return [pad_id], [pad_id], [0], [0.0]
-    chain = transcript.chains[0]
-    return chain.prompt_ids(), chain.completion_ids(), chain.mask(), sampler_logprobs(chain)
-
-
-def sampler_logprobs(chain: Any) -> list[float]:
-    """The sampler's log-prob of each completion token: NaN on a policy turn that returned none.
-
-    NaN, not 0.0: a log-prob of 0 would claim the sampler was certain, and the importance ratio
-    against it would shrink that token's update; TRL's correction gives NaN tokens ratio 1.
-    Tokens that are not the policy's get 0.0 (the loss masks them).
-    """
-    out: list[float] = []
-    for s in chain.segments[1:]:
-        if s.kind != "policy":
-            out.extend([0.0] * len(s.token_ids))
-        elif s.logprobs is not None and len(s.logprobs) == len(s.token_ids):
-            out.extend(float(v) for v in s.logprobs)
-        else:
-            out.extend([math.nan] * len(s.token_ids))
-    return out
-
-
 Episode = tuple[Transcript, Verdict]
 # Runs one episode of the task with this key elsewhere, sampling as this policy does (its served model).
 RemoteEpisodes = Callable[[str, ChatModel], Awaitable[Episode]]
-
-
-def has_signal(rewards: Sequence[float]) -> bool:
-    """Whether a group's rewards differ (GRPO's advantages are all zero otherwise)."""
-    return bool(rewards) and max(rewards) - min(rewards) >= 1e-9
-
-
-def _groups(keys: Sequence[str]) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, key in enumerate(keys):
-        groups[key].append(i)
-    return groups
 
 
 @dataclass
@@ -247,8 +224,8 @@ class RolloutBridge:
         for _ in range(self.config.dynamic_sampling_passes):
             flat = [
                 members
-                for members in _groups(batch.keys).values()
-                if not has_signal([float(batch.episodes[i][1].reward) for i in members])
+                for members in group_members(batch.keys).values()
+                if not has_signal([scored_reward(*batch.episodes[i]) for i in members])
             ]
             pool = sorted(k for k in self.tasks if k not in drawn)
             if not flat or not pool:
@@ -261,7 +238,7 @@ class RolloutBridge:
             for key, members in targets:
                 group = fresh[start : start + len(members)]
                 start += len(members)
-                if has_signal([float(v.reward) for _, v in group]):
+                if has_signal([scored_reward(t, v) for t, v in group]):
                     batch.extra += [(batch.keys[i], *batch.episodes[i]) for i in members]
                     for i, episode in zip(members, group, strict=True):
                         batch.keys[i], batch.episodes[i] = key, episode
@@ -286,21 +263,20 @@ class RolloutBridge:
         results: list[Episode | None] = [None] * len(keys)
 
         async def one(i: int, key: str) -> None:
-            # One token chain per episode for token-exact policies (`simulate.token_chat`).
+            # One token chain per episode (`run_and_verify` opens its token session).
             async with limiter:
                 if self.remote is not None:
                     results[i] = await self.remote(key, self._policy)
                     return
-                with token_session():
-                    results[i] = await run_and_verify(
-                        self._policy,
-                        self.tasks[key],
-                        self.config,
-                        user=self.user,
-                        judge=self.judge,
-                        sandbox=self.sandbox,
-                        simulator=self.simulator,
-                    )
+                results[i] = await run_and_verify(
+                    self._policy,
+                    self.tasks[key],
+                    self.config,
+                    user=self.user,
+                    judge=self.judge,
+                    sandbox=self.sandbox,
+                    simulator=self.simulator,
+                )
 
         async with anyio.create_task_group() as tg:
             for i, key in enumerate(keys):
@@ -310,21 +286,21 @@ class RolloutBridge:
     def build_output(self, batch: SampledBatch, *, pad_id: int, seconds: float) -> dict[str, list[Any]]:
         """TRL's rollout dictionary from the batch's episodes (one per key, in order), flat groups masked.
 
-        What dynamic sampling did goes into the stats; the episodes it discarded reach
-        `on_rollout` too (the per-task outcomes count every episode run).
+        An episode that ended on an infrastructure error (`trainer.samples`) trains nothing and its
+        reward is NaN: TRL leaves it out of its group's mean and spread. What dynamic sampling did
+        goes into the stats; the episodes it discarded reach `on_rollout` too (the per-task
+        outcomes count every episode run).
         """
         keys, results = batch.keys, batch.episodes
         prompt_ids, completion_ids, env_mask, logprobs, rewards = [], [], [], [], []
-        breaks = 0
         for transcript, verdict in results:
             p, c, m, lp = training_sample(transcript, pad_id)
             prompt_ids.append(p)
             completion_ids.append(c)
-            env_mask.append(m)
+            env_mask.append([0] * len(m) if infra_error(transcript) else m)
             logprobs.append(lp)
-            rewards.append(float(verdict.reward))
-            breaks += bool(transcript.chain_breaks)
-        groups = _groups(keys)
+            rewards.append(scored_reward(transcript, verdict))
+        groups = group_members(keys)
         zero = 0
         for members in groups.values():
             if not has_signal([rewards[i] for i in members]):
@@ -332,23 +308,7 @@ class RolloutBridge:
                 if self.config.drop_zero_variance:
                     for i in members:
                         env_mask[i] = [0] * len(env_mask[i])
-        policy_tokens = [sum(len(s.token_ids) for s in t.segments if s.kind == "policy") for t, _ in results]
-        stats = RolloutStats(
-            episodes=len(results),
-            groups=len(groups),
-            zero_variance_groups=zero,
-            resampled_groups=batch.resampled_groups,
-            discarded_episodes=len(batch.extra),
-            reward_mean=statistics.fmean(rewards) if rewards else 0.0,
-            reward_std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-            pass_rate=statistics.fmean(v.passed for _, v in results) if results else 0.0,
-            mean_turns=statistics.fmean(t.num_turns for t, _ in results) if results else 0.0,
-            mean_policy_tokens=statistics.fmean(policy_tokens) if policy_tokens else 0.0,
-            generated_tokens=sum(policy_tokens),
-            seconds=seconds,
-            chain_breaks=breaks,
-            finishes=dict(Counter(t.finish for t, _ in results)),
-        )
+        stats = rollout_stats(batch, groups=len(groups), zero_variance_groups=zero, seconds=seconds)
         self.history.append(stats)
         log.info(
             "grpo.rollout",
@@ -356,10 +316,11 @@ class RolloutBridge:
             groups=stats.groups,
             zero_variance=zero,
             resampled=stats.resampled_groups,
+            infra_errors=stats.infra_errors,
             reward_mean=round(stats.reward_mean, 3),
             pass_rate=round(stats.pass_rate, 3),
             seconds=round(seconds, 1),
-            chain_breaks=breaks,
+            chain_breaks=stats.chain_breaks,
         )
         if self.on_rollout is not None:
             trained = [(k, t, v) for k, (t, v) in zip(keys, results, strict=True)]
@@ -373,8 +334,40 @@ class RolloutBridge:
         }
 
 
+def rollout_stats(
+    batch: SampledBatch, *, groups: int, zero_variance_groups: int, seconds: float
+) -> RolloutStats:
+    """A batch's figures: rewards and pass rate over the scored episodes, infrastructure errors counted."""
+    results = batch.episodes
+    scored = [(t, v) for t, v in results if not infra_error(t)]
+    rewards = [float(v.reward) for _, v in scored]
+    policy_tokens = [sum(len(s.token_ids) for s in t.segments if s.kind == "policy") for t, _ in results]
+    return RolloutStats(
+        episodes=len(results),
+        infra_errors=len(results) - len(scored),
+        groups=groups,
+        zero_variance_groups=zero_variance_groups,
+        resampled_groups=batch.resampled_groups,
+        discarded_episodes=len(batch.extra),
+        reward_mean=statistics.fmean(rewards) if rewards else 0.0,
+        reward_std=statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+        pass_rate=statistics.fmean(v.passed for _, v in scored) if scored else 0.0,
+        mean_turns=statistics.fmean(t.num_turns for t, _ in results) if results else 0.0,
+        mean_policy_tokens=statistics.fmean(policy_tokens) if policy_tokens else 0.0,
+        generated_tokens=sum(policy_tokens),
+        forced_tokens=sum(len(s.forced) for t, _ in results for s in t.segments if s.kind == "policy"),
+        seconds=seconds,
+        chain_breaks=sum(bool(t.chain_breaks) for t, _ in results),
+        finishes=dict(Counter(t.finish for t, _ in results)),
+    )
+
+
 def reward_from_rollout(
     prompts: list[Any], completions: list[Any], reward: list[float], **_: Any
-) -> list[float]:
-    """TRL reward function: the verifier's reward computed during the rollout."""
-    return [float(r) if r is not None and math.isfinite(r) else 0.0 for r in reward]
+) -> list[float | None]:
+    """TRL reward function: the verifier's reward computed during the rollout.
+
+    None where the episode has no reward (NaN: an infrastructure error, `trainer.samples`): TRL
+    leaves it out of its group's mean and spread and gives it advantage 0.
+    """
+    return [float(r) if r is not None and math.isfinite(r) else None for r in reward]

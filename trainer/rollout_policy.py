@@ -6,8 +6,8 @@ embedded model run about three times faster than in fp32 (measured on 2 cores: a
 prefill 2.6 s → 0.75 s; a decode step of 30 rows at 1,500 tokens of context 1.15 s → 0.42 s).
 The loss recomputes log-probabilities with the training weights; the copy's rounding changes
 which tokens get sampled and what the sampler reports, which the importance-sampling correction
-(`trainer.off_policy`) weighs — as for a bfloat16 vLLM server on GPU. `TrainerConfig.rollout_dtype` picks it; on GPU the training model
-is already bfloat16 and is used directly.
+(`trainer.off_policy`) weighs — as for a bfloat16 vLLM server on GPU. `TrainerConfig.rollout_dtype`
+picks it; a model already in that dtype (a LoRA round's bfloat16 base on GPU) is used directly.
 """
 
 from __future__ import annotations
@@ -29,8 +29,17 @@ PolicyFactory = Callable[[Any], ChatModel]
 
 def inference_copy(model: Any, dtype: Any) -> Any:
     """A frozen copy of a training model in `dtype`, for sampling (weights follow through
-    `LocalChatModel.load_state_dict`, which casts them)."""
-    twin = copy.deepcopy(model).to(dtype).eval()
+    `LocalChatModel.load_state_dict`, which casts them).
+
+    The trainer's accelerator replaces the model's `forward` by an instance attribute (its
+    autocast wrapper, bound to the training model); a deep copy carries that attribute along, and
+    the copy then ran the fp32 training model, not itself. The copy drops it and runs its class's
+    own forward on its own weights.
+    """
+    twin = copy.deepcopy(model)
+    for patched in ("forward", "_original_forward"):
+        twin.__dict__.pop(patched, None)
+    twin = twin.to(dtype).eval()
     for p in twin.parameters():
         p.requires_grad_(False)
     return twin
@@ -52,7 +61,11 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
                 target = inference_copy(model, dtype)
                 log.info("grpo.rollout_copy", dtype=str(dtype).removeprefix("torch."))
             state["chat"] = LocalChatModel(
-                target, trainer.processing_class, name="policy-train", max_batch=config.max_batch
+                target,
+                trainer.processing_class,
+                name="policy-train",
+                max_batch=config.max_batch,
+                chat_template_kwargs=config.chat_template_kwargs,
             )
         elif state.get("copied"):
             state["chat"].load_state_dict(model.state_dict())  # the weights after the last step
@@ -88,7 +101,7 @@ def http_policy_factory(
                 urls,
                 config.rollout_model,
                 trainer.processing_class,
-                enable_thinking=config.rollout_thinking,
+                chat_template_kwargs=config.chat_template_kwargs,
                 api_key=config.rollout_api_key,
                 role="policy",
                 concurrency=config.rollout_concurrency,

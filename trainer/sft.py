@@ -3,11 +3,11 @@
 A reference trajectory is what a perfect episode would look like: the task's reference calls
 (written the way the policy writes them, a Hermes `<tool_call>` block per assistant turn), their
 real results (replayed on a fresh instance of the environment) and the reference answer. It is
-rendered through the same chat template, tool list, system prompt and history function
-(`policy_view`) as the episodes, turn by turn, and the token sequences are chained exactly like
-`TokenRecorder` chains rollouts: the loss is on the assistant tokens only (what the policy would
-have sampled, end-of-turn token included); system prompt, task, tool results and template glue
-are context.
+rendered through the same chat template and template arguments (`simulate.chat_format`), tool
+list, system prompt and history function (`policy_view`) as the episodes, turn by turn, each turn
+extending the token chain as a rollout's turns do (`simulate.token_chain`): the loss is on the
+assistant tokens only (what the policy would have sampled, end-of-turn token included); system
+prompt, task, tool results and template glue are context.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from arena.tasks.grounding import reference_ungrounded
 from arena.tasks.model import Task
 from arena.tasks.replay import first_failure, replay_reference
 from arena.types import Message, ToolCall
+from simulate.token_chain import ChatRenderer, begin_turn, chained_prompt, end_turn, token_session
 from trainer.checkpoints import LINEAGE_FILE, Lineage, load_policy, save_checkpoint
 from trainer.config import TrainerConfig
 from trainer.metrics import CheckpointInfo, OnStep, SafePoint, StepMetrics, TrainResult
@@ -99,33 +100,43 @@ async def reference_messages(item: PreparedTask, *, sandbox: Any = None) -> list
 
 
 def render_examples(
-    tokenizer: Any, item: PreparedTask, messages: list[Message], *, history_turns: int | None, max_length: int
+    tokenizer: Any,
+    item: PreparedTask,
+    messages: list[Message],
+    *,
+    history_turns: int | None,
+    max_length: int,
+    template_kwargs: Mapping[str, Any],
 ) -> list[SftExample]:
-    """Token sequences of one reference conversation, chained like rollouts (see module docstring)."""
-    tools = [t.openai() for t in item.env.tool_specs] or None
-    end_ids = tokenizer("<|im_end|>", add_special_tokens=False)["input_ids"]
-    eos = tokenizer.eos_token_id
-    if len(end_ids) != 1 and eos is not None:
-        end_ids = [eos]
+    """Token sequences of one reference conversation, chained as rollouts chain (module docstring).
+
+    Each assistant turn's prompt is the token chain so far extended by the messages since the last
+    turn (`simulate.token_chain`), rendered with the policy's chat-template arguments
+    (`TrainerConfig.chat_template_kwargs`): the context GRPO samples that turn in. A history window
+    that drops old turns renders the prompt whole and starts a new example.
+    """
+    renderer = ChatRenderer(tokenizer, template_kwargs=template_kwargs)
+    tools = list(item.env.tool_specs) or None
+    end_ids = renderer.close([])  # the end-of-turn token a sampled turn ends on
     examples: list[SftExample] = []
     current: SftExample | None = None
-    for k, message in enumerate(messages):
-        if message.role != "assistant":
-            continue
-        view = policy_view(messages[:k], history_turns)
-        text = tokenizer.apply_chat_template(
-            [m.openai() for m in view], tools=tools, add_generation_prompt=True, tokenize=False
-        )
-        prompt = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-        target = list(tokenizer(message.content, add_special_tokens=False)["input_ids"]) + list(end_ids)
-        if current is not None and prompt[: len(current.input_ids)] == current.input_ids:
-            extra = prompt[len(current.input_ids) :]
-        else:
-            current = SftExample(task=item.key)
-            examples.append(current)
-            extra = prompt
-        current.input_ids += extra + target
-        current.labels += [IGNORE] * len(extra) + target
+    with token_session():
+        for k, message in enumerate(messages):
+            if message.role != "assistant":
+                continue
+            view = policy_view(messages[:k], history_turns)
+            begin_turn(view, tools)
+            prompt = chained_prompt(renderer, view, tools)
+            target = renderer.encode(message.content) + end_ids
+            if current is not None and prompt[: len(current.input_ids)] == current.input_ids:
+                extra = prompt[len(current.input_ids) :]
+            else:
+                current = SftExample(task=item.key)
+                examples.append(current)
+                extra = prompt
+            current.input_ids += extra + target
+            current.labels += [IGNORE] * len(extra) + target
+            end_turn(prompt, target)
     return [e for e in examples if len(e.input_ids) <= max_length and e.trained_tokens > 0]
 
 
@@ -156,6 +167,7 @@ async def build_examples(
             messages,
             history_turns=config.episode.history_turns,
             max_length=config.sft.max_length,
+            template_kwargs=config.chat_template_kwargs,
         )
         if not rendered:
             skipped.append(f"{item.key}: longer than sft.max_length ({config.sft.max_length} tokens)")
@@ -349,6 +361,10 @@ async def sft_warmup(
         episodes=len(examples),
         extra={"interrupted": stop is not None, "final_loss": metrics[-1].loss if metrics else None},
     )
+    if config.lora.enabled:  # the adapter merged in fp32 onto the weights the warm-up started from
+        from trainer.lora_export import merged_model
+
+        model = await anyio.to_thread.run_sync(merged_model, model, Path(policy_dir))
     path = await anyio.to_thread.run_sync(save_checkpoint, model, tokenizer, out_dir, lineage)
     if stop is not None:
         raise stop

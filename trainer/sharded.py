@@ -73,7 +73,7 @@ class ShardCoordinator:
     """The daemon's side of a multi-process round: rollouts for the ranks, their steps reported."""
 
     def __init__(self, run: Any, policy: ChatModel, *, pad_id: int, token: str) -> None:
-        self.run = run  # trainer.grpo._Run: bridge, on_step, safe_point, publisher, metrics, checkpoints
+        self.run = run  # trainer.grpo_run.RoundRun: bridge, on_step, safe_point, publisher, checkpoints
         self.policy = policy
         self.pad_id = pad_id
         self.token = token

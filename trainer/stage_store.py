@@ -34,6 +34,14 @@ class StageTraining(BaseModel):
     groups: int = 0  # GRPO groups trained on
     zero_variance_groups: int = 0  # of those, groups whose rewards were all equal (no gradient)
     resampled_groups: int = 0  # flat groups replaced by dynamic sampling
+    # GRPO, over its steps: the mean and largest per-token KL(sampler ‖ trainer) (k3 estimate), the
+    # largest per-token importance ratio before truncation, the mean KL to the reference (beta > 0),
+    # and the tokens a grammar forced (not trained).
+    kl_per_token: float | None = None
+    kl_per_token_max: float | None = None
+    ratio_peak: float | None = None
+    reference_kl: float | None = None
+    forced_tokens: int = 0
 
 
 class StageReport(StageTraining):

@@ -197,6 +197,7 @@ class _Episode:
             completion.completion_token_ids,
             completion.completion_logprobs,
             truncated_history=is_truncated(t.messages, view),
+            forced=completion.completion_forced,
         )
 
         native = bool(completion.tool_calls)

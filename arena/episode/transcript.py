@@ -87,6 +87,8 @@ class Segment(BaseModel):
     kind: SegmentKind
     token_ids: list[int]
     logprobs: list[float] | None = None  # policy segments, when the backend returned them
+    # Policy segments: positions in `token_ids` that constrained decoding forced (not trained).
+    forced: list[int] = Field(default_factory=list)
     turn: int
 
 
@@ -94,8 +96,8 @@ class TokenChain(BaseModel):
     """One consistent token sequence: a prompt followed by policy and context segments.
 
     `prompt_ids()` is the first prompt; `completion_ids()` everything after it; `mask()` is 1 on
-    policy tokens and 0 on tool results, user turns and template glue; `logprobs()` has the
-    sampled logprobs on policy tokens and 0.0 elsewhere.
+    the policy's sampled tokens and 0 on tool results, user turns, template glue and the tokens a
+    grammar forced; `logprobs()` has the sampled logprobs on policy tokens and 0.0 elsewhere.
     """
 
     segments: list[Segment] = Field(default_factory=list)
@@ -109,8 +111,15 @@ class TokenChain(BaseModel):
         return [t for s in self.segments[1:] for t in s.token_ids]
 
     def mask(self) -> list[int]:
-        """1 on policy tokens, 0 elsewhere; aligned with `completion_ids()`."""
-        return [1 if s.kind == "policy" else 0 for s in self.segments[1:] for _ in s.token_ids]
+        """1 on the policy's own choices (policy tokens no grammar forced), 0 elsewhere; aligned with
+        `completion_ids()`."""
+        out: list[int] = []
+        for s in self.segments[1:]:
+            on = [1 if s.kind == "policy" else 0] * len(s.token_ids)
+            for i in s.forced:
+                on[i] = 0
+            out.extend(on)
+        return out
 
     def logprobs(self) -> list[float]:
         """Per-token logprobs aligned with `completion_ids()` (0.0 where not policy or unknown)."""
@@ -211,8 +220,10 @@ class TokenRecorder:
         logprobs: list[float] | None,
         *,
         truncated_history: bool = False,
+        forced: list[int] | None = None,
     ) -> None:
-        """Record one policy turn. Turns without token ids make the record incomplete."""
+        """Record one policy turn (`forced`: the completion's positions a grammar forced). Turns
+        without token ids make the record incomplete."""
         if prompt_ids is None or completion_ids is None:
             self.complete = False
             self._seq = []  # the next turn cannot be attached to anything safely
@@ -238,7 +249,15 @@ class TokenRecorder:
                 )
             chain = TokenChain(segments=[Segment(kind="prompt", token_ids=list(prompt_ids), turn=turn)])
             self.chains.append(chain)
-        chain.segments.append(Segment(kind="policy", token_ids=list(completion_ids), logprobs=lp, turn=turn))
+        chain.segments.append(
+            Segment(
+                kind="policy",
+                token_ids=list(completion_ids),
+                logprobs=lp,
+                forced=[i for i in forced or [] if 0 <= i < len(completion_ids)],
+                turn=turn,
+            )
+        )
         self._seq = list(prompt_ids) + list(completion_ids)
 
 

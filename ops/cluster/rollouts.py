@@ -27,7 +27,6 @@ async def run_rollout(
     from ops.cluster.worker import follow_daemon
     from ops.phases.runtime import episode_helpers
     from simulate.replicas import find_shared_pool
-    from simulate.token_chat import token_session
     from trainer.rollout import run_and_verify
     from trainer.tasks import prepare_tasks
 
@@ -56,10 +55,9 @@ async def run_rollout(
         prepared = state.prepared[item.full_id] = ready[0]
     helpers = await episode_helpers(state.ctx, [item])
     simulator = await state.ctx.models.helper() if prepared.env.kind == "simulated" else None
-    with token_session():
-        return await run_and_verify(
-            policy, prepared, tconf, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
-        )
+    return await run_and_verify(  # one token session per episode
+        policy, prepared, tconf, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
+    )
 
 
 def cluster_rollouts(

@@ -156,6 +156,18 @@ def cmd_bench_learn(args: argparse.Namespace) -> int:
             f"train {stage['train_seconds']:.0f}s, eval {stage['eval']['seconds']:.0f}s; "
             f"peak memory train {_mb(stage.get('train_peak_rss_mb'))}, eval {_mb(stage['eval'].get('peak_rss_mb'))}"
         )
+    grpo = next((s for s in data["stages"] if s["stage"] == "grpo"), None)
+    if grpo is not None and grpo.get("kl_per_token") is not None:
+        print(
+            f" grpo: KL(sampler ‖ trainer) per token {grpo['kl_per_token']:.2e} (step max "
+            f"{grpo['kl_per_token_max']:.2e}), largest per-token ratio {grpo['ratio_peak']:.3g}"
+            + (
+                f", KL to the reference {grpo['reference_kl']:.2e}"
+                if grpo.get("reference_kl") is not None
+                else ""
+            )
+            + f", {grpo['forced_tokens']} grammar-forced tokens not trained"
+        )
     for stage_name, sources in data["per_source_pass_rate"].items():
         parts = ", ".join(f"{source} {_pct(rate)}" for source, rate in sources.items())
         print(f"{stage_name:>5}: pass by task source: {parts}")

@@ -116,6 +116,11 @@ def render(r: dict[str, Any]) -> str:
                 f"pass {pr if pr is None else round(pr, 3)}, zero-variance groups "
                 f"{train.get('zero_variance_groups', '-')}/{train.get('groups', '-')} ({train['tool_view']})"
             )
+            if train.get("infra_errors"):
+                lines.append(
+                    f"    warning   {train['infra_errors']} of {train.get('episodes', '?')} episodes ended on an "
+                    "environment or model failure: left out of their groups and of the reward and pass rate"
+                )
             if train.get("chain_breaks"):
                 lines.append(
                     f"    warning   {train['chain_breaks']} of {train.get('episodes', '?')} episodes broke their "

@@ -220,6 +220,7 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         episode=episode,
         rollout_concurrency=max(1, rnd.episode_concurrency),
         system_prompt=tr.system_prompt,
+        chat_template_kwargs=tr.chat_template_kwargs,
         tool_subset=tr.tool_subset,
         save_every=max(1, rnd.train_steps),
         keep_last=tr.keep_checkpoints,

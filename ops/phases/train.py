@@ -56,7 +56,7 @@ def step_observer(ctx: PhaseContext) -> Any:
             ctx.metrics.weight_sync_seconds.labels(kind=m.sync_kind).set(m.sync_seconds)
         if m.sampler_logprob_diff is not None:
             ctx.metrics.grpo_sampler_logprob_diff.set(m.sampler_logprob_diff)
-        for stat in ("mean", "min", "max"):
+        for stat in ("mean", "min", "max", "peak"):
             ratio = getattr(m, f"importance_ratio_{stat}")
             if ratio is not None:
                 ctx.metrics.grpo_importance_ratio.labels(stat=stat).set(ratio)

@@ -77,8 +77,15 @@ def outputs(round_no: int, *, held_back: bool) -> dict[str, dict[str, Any]]:
             "steps": 1,
             "reward_mean": 0.4,
             "pass_rate": 0.3,
-            # Round 2 had an episode whose prompt was re-rendered: its later turns were not trained.
-            "grpo": {"groups": 2, "zero_variance_groups": 1, "episodes": 8, "chain_breaks": round_no - 1},
+            # Round 2 had an episode whose prompt was re-rendered (its later turns were not trained)
+            # and one that ended on an environment failure (left out of its group).
+            "grpo": {
+                "groups": 2,
+                "zero_variance_groups": 1,
+                "episodes": 8,
+                "chain_breaks": round_no - 1,
+                "infra_errors": round_no - 1,
+            },
         },
         "publish": {
             "policy": "held back" if held_back else "updated",
@@ -130,6 +137,7 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert first["synthesize"]["exercises"] == {"id_chain": 1}
     assert first["train"]["zero_variance_groups"] == 1
     assert first["train"]["chain_breaks"] == 0 and second["train"]["chain_breaks"] == 1
+    assert first["train"]["infra_errors"] == 0 and second["train"]["infra_errors"] == 1
     assert first["publish"]["policy"] == "updated" and second["publish"]["policy"] == "held back"
 
     assert await arena("report", "--rounds", "2") == 0
@@ -141,8 +149,10 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert "; 2 held (1 with too few episodes)" in text and "insufficient" not in text
     assert "by motif  id_chain 2" in text
     assert "warning   1 of 8 episodes broke their token chain" in text
+    assert "warning   1 of 8 episodes ended on an environment or model failure" in text
     assert await arena("report", "--rounds", "1") == 0
-    assert "broke their token chain" not in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "broke their token chain" not in text and "model failure" not in text
     assert await arena("report", "--rounds", "3:1") == 2
     assert await arena("report", "--rounds", "x") == 2
 

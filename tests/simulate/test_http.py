@@ -17,7 +17,8 @@ from arena.protocols import ModelError
 from arena.types import Message, SamplingParams, ToolSpec
 from simulate.backends import ModelSpec, build_chat_model
 from simulate.breaker import CircuitBreaker
-from simulate.http import HttpChatModel, parse_chat_response
+from simulate.http import HttpChatModel
+from simulate.http_parse import parse_chat_response
 from simulate.model_errors import ModelRequestError, ModelUnavailable
 from simulate.serve import serving
 
@@ -172,6 +173,12 @@ def test_request_body_carries_tools_schema_and_sampling() -> None:
     )
     assert body["logprobs"] is True and "return_token_ids" not in body
     assert model.base_url == "http://x:1/v1"
+    # Truncation fields go only when set (OpenAI's API refuses them) ...
+    assert not {"top_k", "min_p", "repetition_penalty"} & set(body)
+    assert model.request_body(HI, None, params.model_copy(update={"top_k": 5}))["top_k"] == 5
+    # ... unless the client pins every field vLLM would fill from the model (the policy's server).
+    pinned = HttpChatModel("http://x:1", "m", pin_sampling=True).request_body(HI, None, params)
+    assert (pinned["top_k"], pinned["min_p"], pinned["repetition_penalty"]) == (0, 0.0, 1.0)
 
 
 def test_response_parsing_accepts_vllm_and_variant_fields() -> None:
@@ -260,5 +267,6 @@ def test_model_spec_validation_and_factory() -> None:
     )
     model = build_chat_model(spec)
     assert isinstance(model, HttpChatModel)
-    assert (model.name, model.role, model.retries) == ("m", "helper", 2)
+    assert (model.name, model.role, model.retries) == ("m", "helper", 2) and not model.pin_sampling
+    assert build_chat_model(spec.model_copy(update={"role": "policy"})).pin_sampling  # type: ignore[attr-defined]
     assert json.dumps(spec.model_dump(mode="json")).count('"k"') == 0  # the key stays secret

@@ -78,6 +78,21 @@ async def test_max_tokens_stop_strings_and_seeded_sampling(local_model) -> None:
     assert a.completion_token_ids == b.completion_token_ids
 
 
+async def test_top_k_min_p_and_the_repetition_penalty_shape_what_is_sampled(local_model) -> None:
+    async def ids(prompt: str, **params: object) -> tuple[int, ...]:
+        done = await local_model.chat(user(prompt), params=SamplingParams(max_tokens=10, **params))
+        return tuple(done.completion_token_ids or [])
+
+    hot = {"temperature": 2.0}
+    greedy = await ids(PROMPTS[3])
+    assert len({await ids(PROMPTS[3], **hot, seed=s) for s in range(3)}) > 1  # plain sampling varies
+    # Keeping one token (top_k 1, or min_p 1: only the likeliest) is greedy whatever the seed.
+    assert {await ids(PROMPTS[3], **hot, seed=s, top_k=1) for s in range(2)} == {greedy}
+    assert {await ids(PROMPTS[3], **hot, seed=s, min_p=1.0) for s in range(2)} == {greedy}
+    # A list repeats its digits and line breaks: a penalty on seen tokens changes even greedy output.
+    assert await ids(PROMPTS[2], repetition_penalty=5.0) != await ids(PROMPTS[2])
+
+
 async def test_tools_are_rendered_into_the_prompt(local_model) -> None:
     tool = ToolSpec(
         name="get_weather",
@@ -148,6 +163,12 @@ async def test_json_schema_output_always_validates(local_model) -> None:
     for i, completion in enumerate(results):
         assert completion.finish_reason == "stop", completion.text
         jsonschema.validate(json.loads(completion.text), SCHEMAS[i])
+        # The grammar's fixed JSON (the opening brace of an object, its keys) left the model no
+        # choice: those positions are reported, the model's own choices are not.
+        forced = completion.completion_forced
+        assert forced and len(forced) < len(completion.completion_token_ids)
+    free = await local_model.chat(user("Say hi."), params=SamplingParams(max_tokens=4))
+    assert free.completion_forced == []
 
 
 async def test_bad_requests_give_clear_errors(local_model) -> None:

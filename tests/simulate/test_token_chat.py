@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from arena.types import Message, SamplingParams, ToolCall
-from simulate.token_chat import TokenChatModel, token_session
+from simulate.token_chain import token_session
+from simulate.token_chat import TokenChatModel
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]
 
@@ -78,3 +79,79 @@ async def test_grammar_requests_are_refused(embedded_model_path: Path) -> None:
         await model.chat(
             [Message(role="user", content="hi")], params=SamplingParams(json_schema={"type": "object"})
         )
+
+
+def test_every_field_vllm_fills_from_the_model_is_pinned(embedded_model_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from simulate.generation_defaults import GENERATION_FIELDS
+
+    model = TokenChatModel("http://policy", "policy", AutoTokenizer.from_pretrained(str(embedded_model_path)))
+    params = SamplingParams(temperature=1.0, max_tokens=9)
+    body = model.request_body([Message(role="user", content="hi")], None, params)
+    assert {*GENERATION_FIELDS, "max_tokens"} <= set(body)
+    assert (body["top_k"], body["min_p"], body["repetition_penalty"], body["max_tokens"]) == (0, 0.0, 1.0, 9)
+
+
+def model_with_generation_config(source: Path, folder: Path, **settings: object) -> Path:
+    """`source`'s weights and tokenizer with a generation_config.json that sets `settings`."""
+    folder.mkdir()
+    for item in source.iterdir():
+        if item.name != "generation_config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((source / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "do_sample": True, **settings}))
+    return folder
+
+
+async def test_a_server_whose_model_sets_top_k_samples_the_full_softmax_for_token_id_requests(
+    embedded_model_path: Path, tmp_path: Path
+) -> None:
+    """top_k 1 in generation_config.json: what the server samples when a request leaves top_k out
+    (greedy, whatever the seed); the token-id client pins it, so its samples vary with the seed and
+    carry the full softmax's log-probs."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from simulate.local import LocalChatModel
+    from simulate.serve import create_app, serving
+
+    folder = model_with_generation_config(embedded_model_path, tmp_path / "topk1", top_k=1)
+    served = LocalChatModel.load(folder, device="cpu", dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    messages = [Message(role="user", content="Write one word about the sea.")]
+    async with serving(create_app(served, name="policy")) as url:
+        client = TokenChatModel(url + "/v1", "policy", tokenizer)
+        prompt = client.renderer.prompt(messages, None)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            unpinned = [
+                (
+                    await http.post(
+                        "/v1/completions",
+                        json={
+                            "prompt": prompt,
+                            "max_tokens": 8,
+                            "temperature": 1.0,
+                            "seed": s,
+                            "return_token_ids": True,
+                        },
+                    )
+                ).json()["choices"][0]["token_ids"]
+                for s in range(4)
+            ]
+        pinned = [
+            await client.chat(
+                messages, params=SamplingParams(temperature=1.0, max_tokens=8, seed=s, logprobs=True)
+            )
+            for s in range(4)
+        ]
+        await client.aclose()
+    assert len({tuple(ids) for ids in unpinned}) == 1  # the model's top_k 1: greedy at temperature 1
+    assert len({tuple(c.completion_token_ids or []) for c in pinned}) > 1
+    # The reported log-probs are the full softmax's (what the trainer scores), not top_k's zeros.
+    first = pinned[0]
+    ids = torch.tensor([[*first.prompt_token_ids, *first.completion_token_ids]])
+    with torch.no_grad():
+        logps = torch.log_softmax(served.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+    expected = logps.gather(-1, torch.tensor(first.completion_token_ids)[:, None]).squeeze(-1)
+    assert torch.allclose(torch.tensor(first.completion_logprobs), expected, atol=1e-3)

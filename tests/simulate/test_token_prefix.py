@@ -40,7 +40,7 @@ async def test_next_turn_extends_a_non_canonical_completion(local_model) -> None
     split = tok.encode("Hel", add_special_tokens=False) + tok.encode("lo", add_special_tokens=False)
     assert split != tok.encode("Hello", add_special_tokens=False)
     end = tok.convert_tokens_to_ids("<|im_end|>")
-    local_model._remember(local_model._render_text(messages, None), first.prompt_token_ids, [*split, end])
+    local_model._remember(local_model._encode(messages, None)[0], first.prompt_token_ids, [*split, end])
     follow = [*messages, Message(role="assistant", content="Hello"), Message(role="user", content="Again.")]
     ids = local_model.render_prompt(follow)
     seq = first.prompt_token_ids + split + [end]

@@ -131,8 +131,7 @@ async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -
 
     from arena.env.registry import Registry
     from trainer.learn_bench import DEFAULT_EVAL_SYNTH_PER_ENV
-    from trainer.learn_tasks import synthesized_tasks, within_budget
-    from trainer.sft import reference_messages, render_examples
+    from trainer.learn_tasks import perfect_episode_tokens, synthesized_tasks, within_budget
     from trainer.tasks import prepare_tasks
 
     trainer = default_trainer_config(False)
@@ -145,12 +144,9 @@ async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
     lengths: dict[str, int] = {}
     for item in prepared:
-        messages = await reference_messages(item)
-        assert messages is not None, item.key
-        (example,) = render_examples(
-            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
-        )
-        lengths[item.key] = len(example.input_ids)
+        length = await perfect_episode_tokens(item, tokenizer, trainer)
+        assert length is not None, item.key
+        lengths[item.key] = length
     budget = trainer.episode.max_total_tokens
     too_long = {k: n for k, n in lengths.items() if n >= budget}
     assert not too_long, f"reference trajectories at or over the {budget}-token budget: {too_long}"
@@ -168,12 +164,8 @@ async def _every_held_out_reference_trajectory_fits(embedded_model_path: Path) -
     assert len(kept) + len(dropped) == len(synthesized) and len(kept) >= 2 * DEFAULT_EVAL_SYNTH_PER_ENV
     assert all("tokens, the budget 3584" in d for d in dropped)
     for item in kept:
-        messages = await reference_messages(item)
-        assert messages is not None
-        (example,) = render_examples(
-            tokenizer, item, messages, history_turns=trainer.episode.history_turns, max_length=1 << 20
-        )
-        assert len(example.input_ids) < budget
+        length = await perfect_episode_tokens(item, tokenizer, trainer)
+        assert length is not None and length < budget
 
 
 @pytest.mark.anyio

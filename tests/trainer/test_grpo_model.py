@@ -16,7 +16,8 @@ from trainer.checkpoints import read_lineage
 from trainer.config import LoraConfig, TrainerConfig
 from trainer.grpo import train_round
 from trainer.metrics import StepMetrics, TrainResult
-from trainer.rollout import RolloutBridge, SampledBatch, has_signal
+from trainer.rollout import RolloutBridge, SampledBatch
+from trainer.samples import has_signal
 from trainer.tasks import prepare_tasks
 
 from .tiny import assert_merged_lora_checkpoint, letters_task, tiny_config

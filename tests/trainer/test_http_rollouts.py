@@ -122,7 +122,8 @@ async def test_multi_turn_http_rollouts_train_every_turn_of_one_token_chain(
     from simulate.local import LocalChatModel
     from simulate.token_chat import TokenChatModel
     from trainer.config import SftConfig
-    from trainer.rollout import RolloutBridge, training_sample
+    from trainer.rollout import RolloutBridge
+    from trainer.samples import training_sample
     from trainer.sft import sft_warmup
     from trainer.tasks import prepare_tasks
 

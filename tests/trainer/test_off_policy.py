@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest.mock import patch
 
 import pytest
 
@@ -34,6 +35,10 @@ def test_token_truncated_ratios_cap_at_clip_max_and_unknown_sampler_logprobs_wei
     # The mismatch over trained tokens with a known sampler log-prob: |0|, 1.5, 2, 0.1, 0.1, 0.
     assert stats.logprob_diff_mean == pytest.approx((0 + 1.5 + 2 + 0.1 + 0.1 + 0) / 6, abs=1e-6)
     assert stats.logprob_diff_max == pytest.approx(2.0)
+    # The largest ratio before the cap, and the per-token KL(sampler ‖ trainer): mean of e^r − 1 − r.
+    signed = [0.0, -1.5, 2.0, 0.1, -0.1, 0.0]
+    assert stats.ratio_peak == pytest.approx(math.exp(2.0))
+    assert stats.kl == pytest.approx(sum(math.expm1(r) - r for r in signed) / 6, rel=1e-5)
 
 
 def test_masked_and_sequence_modes() -> None:
@@ -70,6 +75,12 @@ def test_grpo_args_carry_the_correction_and_the_sampling_temperature(tmp_path) -
         TrainerConfig.model_validate(warm)
     ok = TrainerConfig.model_validate({**warm, "off_policy": {"sampler_logprobs": "processed"}})
     assert grpo_args(ok, tmp_path, max_steps=1, seed=0).temperature == 0.7
+    # Nor can a truncated or penalized distribution (what vLLM would take from generation_config.json).
+    for field, value in (("top_k", 20), ("top_p", 0.95), ("min_p", 0.1), ("repetition_penalty", 1.1)):
+        cut = {"episode": {"params": {"temperature": 1.0, "logprobs": True, field: value}}}
+        with pytest.raises(ValueError, match=field):
+            TrainerConfig.model_validate(cut)
+        TrainerConfig.model_validate({**cut, "off_policy": {"sampler_logprobs": "processed"}})
 
 
 def test_the_grpo_trainer_scales_each_tokens_advantage_by_its_ratio_and_logs_the_mismatch() -> None:
@@ -102,6 +113,16 @@ def test_the_grpo_trainer_scales_each_tokens_advantage_by_its_ratio_and_logs_the
     logged = trainer._metrics["train"]
     assert logged["sampling/importance_sampling_ratio/max"] == [pytest.approx(3.0)]
     assert logged["sampling/sampling_logp_difference/mean"] == [pytest.approx(stats.logprob_diff_mean)]
+    assert logged["sampling/importance_sampling_ratio/peak"] == [pytest.approx(math.exp(2.0))]
+    assert logged["sampling/kl_per_token/mean"] == [pytest.approx(stats.kl)]
     assert trainer._correct is None  # applied once per loss
     trainer.vllm_importance_sampling_correction = False
     assert not trainer._corrects(inputs)
+    # A step's log carries the largest ratio over its micro-batches, not TRL's mean of them.
+    logged["sampling/importance_sampling_ratio/peak"].append(2.0)
+    logs: dict[str, float] = {}
+    trainer.model.training = True
+    with patch.object(cls.__mro__[1], "log", lambda self, logs, start_time=None: None):
+        trainer.log(logs)
+    assert logs["sampling/importance_sampling_ratio/peak"] == pytest.approx(math.exp(2.0))
+    assert "sampling/importance_sampling_ratio/peak" not in logged

@@ -103,3 +103,88 @@ def test_a_reused_generation_scores_against_old_logps_only_where_the_loss_looks(
         reused = trainer._compute_loss(trainer.model, {**inputs, "old_per_token_logps": old})
         assert torch.isfinite(reused), extreme
         assert torch.allclose(reused, on_policy, atol=1e-5), (extreme, reused, on_policy)
+
+
+def grammar_forced_positions(chat: object, tools: list, completion_ids: list[int]) -> list[int]:
+    """Replays the tool-call grammar over a completion: the positions where it admitted one token only."""
+    import torch
+    import xgrammar
+
+    grammars = chat._grammars  # type: ignore[attr-defined]
+    matcher = grammars.matcher(grammars.compile_tool_calls(tools, required=True))
+    bitmask = xgrammar.allocate_token_bitmask(1, grammars.vocab_size)
+    forced = []
+    for i, token in enumerate(completion_ids):
+        if matcher.is_terminated():
+            break
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        logits = torch.zeros(1, grammars.vocab_size)
+        xgrammar.apply_token_bitmask_inplace(logits, bitmask, vocab_size=grammars.vocab_size)
+        if int(torch.isfinite(logits).sum()) == 1:
+            forced.append(i)
+        assert matcher.accept_token(token), f"token {i} was not admitted by the grammar"
+    return forced
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_constrained_rollout_trains_what_it_sampled_and_nothing_the_grammar_forced(
+    embedded_model_path: Path,
+) -> None:
+    """Real constrained episodes with the embedded model (fp32 on both sides, temperature 1): on
+    every trained token the trainer's log-prob is the sampler's; the tokens the grammar forced
+    (the call's fixed JSON around the policy's choices) are out of the loss."""
+    import torch
+
+    from arena.env.registry import Registry
+    from arena.types import SamplingParams
+    from simulate.fidelity import usable_tasks
+    from simulate.local import LocalChatModel
+    from trainer.rollout import RolloutBridge, SampledBatch
+    from trainer.samples import training_sample
+    from trainer.tasks import prepare_tasks
+
+    from .tiny import tiny_config
+
+    chat = LocalChatModel.load(embedded_model_path, device="cpu", dtype="float32")
+    library = Registry().load_all()["library"]
+    tasks, _ = await prepare_tasks(
+        usable_tasks(library, 1, []), {"library": library}, system_prompt="compact", tool_subset=1
+    )
+    params = SamplingParams(
+        temperature=1.0,
+        logprobs=True,
+        seed=7,
+        max_tokens=32,
+        constrain_tool_calls=True,
+        require_tool_call=True,
+    )
+    config = tiny_config()
+    episode = {"max_turns": 1, "max_tokens_per_turn": 32, "max_total_tokens": 4096, "params": params}
+    config = config.model_copy(update={"episode": config.episode.model_copy(update=episode)})
+    bridge = RolloutBridge(tasks, config, policy_factory=lambda _t: chat)
+    episodes = await bridge.rollout([tasks[0].key] * 2, chat)
+    tools = list(tasks[0].env.tool_specs)  # what the episodes were shown
+    trained_total = forced_total = 0
+    for transcript, _ in episodes:
+        prompt, completion, mask, sampled = training_sample(transcript, pad_id=0)
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logps, _ = policy_token_logps(chat.model, ids, torch.ones_like(ids), torch.tensor([mask]))
+        on = [i for i, m in enumerate(mask) if m]
+        assert on, transcript.finish
+        assert max(abs(float(logps[0, i]) - sampled[i]) for i in on) < 1e-3
+        # The grammar's own account of which tokens it forced, turn by turn: none of them is trained.
+        position = 0
+        for segment in transcript.chains[0].segments[1:]:
+            if segment.kind == "policy":
+                forced = grammar_forced_positions(chat, tools, segment.token_ids)
+                assert forced and sorted(segment.forced) == forced
+                assert all(mask[position + i] == 0 for i in forced)
+                trained_total += sum(mask[position : position + len(segment.token_ids)])
+                forced_total += len(forced)
+            position += len(segment.token_ids)
+    assert trained_total and forced_total
+    bridge.build_output(SampledBatch([tasks[0].key] * 2, episodes), pad_id=0, seconds=1.0)
+    assert bridge.history[-1].forced_tokens == forced_total

@@ -62,7 +62,7 @@ def _changed_fraction(model: Any, dtype: Any, *, bf16_autocast: bool, steps: int
 def test_bf16_training_with_the_production_settings_moves_the_weights_as_fp32_does() -> None:
     import torch
 
-    from ops.config_sections import TrainerConfig as TrainerSection
+    from ops.config_trainer import TrainerConfig as TrainerSection
 
     lr = TrainerSection().learning_rate  # the production default (1e-6), as config/gpu-8b.toml sets it
     model = tiny_causal_lm()

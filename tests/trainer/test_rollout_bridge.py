@@ -6,24 +6,20 @@ test of the mask is in test_grpo_model.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from arena.episode.transcript import Segment, TokenChain, Transcript
 from arena.tasks.reward import Verdict
-from trainer.rollout import (
-    RolloutBridge,
-    SampledBatch,
-    prompt_key,
-    reward_from_rollout,
-    task_prompt,
-    training_sample,
-)
+from trainer.rollout import RolloutBridge, SampledBatch, prompt_key, reward_from_rollout, task_prompt
+from trainer.samples import training_sample
 from trainer.tasks import PreparedTask
 
 from .tiny import letters_task, tiny_config
 
 
-def scripted_transcript(turns: int, *, broken: bool = False) -> Transcript:
+def scripted_transcript(turns: int, *, broken: bool = False, finish: str = "answered") -> Transcript:
     """A transcript whose chain alternates policy turns (ids 100+) and context (ids 900+)."""
     segments = [Segment(kind="prompt", token_ids=[1, 2, 3], turn=0)]
     for t in range(turns):
@@ -42,7 +38,7 @@ def scripted_transcript(turns: int, *, broken: bool = False) -> Transcript:
                 ]
             )
         )
-    return Transcript(chains=chains, turns=[], tokens_complete=True)
+    return Transcript(chains=chains, turns=[], tokens_complete=True, finish=finish)
 
 
 def verdict(reward: float) -> Verdict:
@@ -126,8 +122,60 @@ def test_zero_variance_groups_kept_when_configured() -> None:
     assert bridge.history[-1].zero_variance_groups == 1
 
 
-def test_reward_function_returns_rollout_rewards() -> None:
-    assert reward_from_rollout([], [], reward=[0.25, float("nan"), 1.0]) == [0.25, 0.0, 1.0]
+def test_reward_function_returns_rollout_rewards_and_none_for_the_unscored() -> None:
+    assert reward_from_rollout([], [], reward=[0.25, float("nan"), 1.0]) == [0.25, None, 1.0]
+
+
+@pytest.mark.parametrize("finish", ["env_error", "model_error"])
+def test_an_infrastructure_error_leaves_its_groups_advantages_alone(finish: str, tmp_path: Path) -> None:
+    """TRL's own scoring of a step: the failed episode (scored 0 by the verifier) trains nothing and
+    the others' advantages are those of their group without it; the round counts it."""
+    import torch
+    from datasets import Dataset
+
+    from trainer.grpo import grpo_args
+    from trainer.policy_logps import policy_token_trainer_class
+
+    from .tiny import tiny_causal_lm, tiny_tokenizer
+
+    rewards, failed = [1.0, 0.0, 1.0, 0.0], 3
+    batch = SampledBatch(
+        ["library/a"] * 4,
+        [
+            (scripted_transcript(2, finish=finish if i == failed else "answered"), verdict(r))
+            for i, r in enumerate(rewards)
+        ],
+    )
+    bridge = scripted_bridge("a")
+    config = tiny_config(group_size=4, micro_batch_size=4)
+    trainer = policy_token_trainer_class()(
+        model=tiny_causal_lm(vocab_size=1024),
+        reward_funcs=[reward_from_rollout],
+        args=grpo_args(config, tmp_path, max_steps=1, seed=0),
+        train_dataset=Dataset.from_list([{"prompt": task_prompt("library/a")}]),
+        processing_class=tiny_tokenizer(1024),
+        rollout_func=lambda _prompts, _trainer: bridge.build_output(batch, pad_id=0, seconds=1.0),
+    )
+    # One dict per entry: TRL writes each entry's extra fields (its reward) into it.
+    out = trainer._generate_and_score_completions([{"prompt": task_prompt("library/a")} for _ in range(4)])
+    scored = torch.tensor([r for i, r in enumerate(rewards) if i != failed])
+    expected = (scored - scored.mean()) / (scored.std() + 1e-4)  # TRL's group scaling, without it
+    others = [i for i in range(4) if i != failed]
+    assert torch.allclose(out["advantages"][others], expected, atol=1e-5), (out["advantages"], expected)
+    assert out["advantages"][failed] == 0 and out["tool_mask"][failed].sum() == 0
+    stats = bridge.history[-1]
+    assert (stats.episodes, stats.infra_errors, stats.reward_mean) == (4, 1, pytest.approx(2 / 3))
+
+
+def test_a_group_whose_only_difference_is_a_failed_episode_has_no_signal() -> None:
+    bridge = scripted_bridge()
+    results = [
+        (scripted_transcript(1, finish="env_error" if i == 0 else "answered"), verdict(r))
+        for i, r in enumerate([0.0, 1.0, 1.0, 1.0])
+    ]
+    out = bridge.build_output(SampledBatch(["k"] * 4, results), pad_id=0, seconds=1.0)
+    assert all(sum(m) == 0 for m in out["env_mask"])  # scored alike: dropped, not trained on a failure
+    assert bridge.history[-1].zero_variance_groups == 1
 
 
 @pytest.mark.anyio

@@ -44,7 +44,9 @@ async def test_reference_trajectory_trains_only_assistant_tokens(embedded_model_
         "assistant",
     ]
     assert "LN-5001" in messages[3].content  # the real result of get_account, replayed
-    examples = render_examples(tok, prepared[0], messages, history_turns=None, max_length=4096)
+    examples = render_examples(
+        tok, prepared[0], messages, history_turns=None, max_length=4096, template_kwargs={}
+    )
     assert len(examples) == 1  # the turns chain into one sequence, like a rollout
     ex = examples[0]
     trained = [t for t, label in zip(ex.input_ids, ex.labels, strict=True) if label != IGNORE]
@@ -105,7 +107,9 @@ async def test_reference_example_is_the_token_chain_of_an_episode_playing_it(
     item = prepared[0]
     messages = await reference_messages(item)
     assert messages is not None
-    [example] = render_examples(chat.tokenizer, item, messages, history_turns=None, max_length=1 << 16)
+    [example] = render_examples(
+        chat.tokenizer, item, messages, history_turns=None, max_length=1 << 16, template_kwargs={}
+    )
     policy = ScriptedReferencePolicy(chat, [m.content for m in messages if m.role == "assistant"])
     instance = item.env.new_instance()
     try:

@@ -51,7 +51,7 @@ async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_resul
     assert result.steps == 1 and len(seen) == 1 and seen[0].finite()
     [(out, batch)] = recorded_rollouts
     assert batch.keys == [simulated_weather_task().full_id] * 2  # the step's batch: simulated episodes
-    simulated_results = 0
+    simulated_results = forced = 0
     for i, (transcript, verdict) in enumerate(batch.episodes):
         meta = transcript.metadata["simulator"]
         assert meta["model"] and verdict.checks and verdict.checks[0].kind == "rubric"
@@ -61,8 +61,9 @@ async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_resul
         position = 0
         for segment in chain.segments[1:]:
             span = mask[position : position + len(segment.token_ids)]
-            if segment.kind == "policy":
-                assert span == [1] * len(segment.token_ids)
+            if segment.kind == "policy":  # the policy's own choices; what the call grammar forced is not
+                assert span == [0 if j in segment.forced else 1 for j in range(len(segment.token_ids))]
+                forced += len(segment.forced)
             else:  # tool results (the helper's text) and template glue: never trained
                 assert span == [0] * len(segment.token_ids)
             position += len(segment.token_ids)
@@ -78,6 +79,7 @@ async def test_a_grpo_step_trains_on_simulated_episodes_without_their_tool_resul
                 simulated_results += 1
                 assert message.content[:40] in context
     assert simulated_results > 0, "no episode got a simulated tool result"
+    assert forced > 0, "required tool calls: the grammar forced their fixed JSON"
     # The per-task outcome the curriculum hears about is the simulated environment's.
     [outcome] = result.task_outcomes
     assert outcome.env == "weather" and outcome.episodes == 2

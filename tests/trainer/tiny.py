@@ -106,3 +106,15 @@ def tiny_causal_lm(seed: int = 0, **config: int) -> object:
         "max_position_embeddings": 256,
     } | config
     return LlamaForCausalLM(LlamaConfig(**shape, initializer_range=0.02)).eval()
+
+
+def tiny_tokenizer(vocab: int = 512) -> object:
+    """A word-level tokenizer of `vocab` words "t0".."t{vocab-1}" (t0 pads, t1 ends): for TRL
+    trainers over `tiny_causal_lm` that never read text."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"t{i}": i for i in range(vocab)}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(words, unk_token="t0")), pad_token="t0", eos_token="t1"
+    )

@@ -236,6 +236,22 @@ def test_rerendered_prompt_is_a_recorded_break_not_a_spliced_mask(fakes: Any) ->
     assert t.chains[1].prompt_ids() == [1, 2, 3, 9, 5, 6] and t.chains[1].mask() == [1]
 
 
+def test_tokens_a_grammar_forced_are_recorded_and_out_of_the_mask(fakes: Any) -> None:
+    a = fakes.Completion(
+        text=fakes.call("get_item", {"key": "greeting"}),
+        prompt_token_ids=[1, 2, 3],
+        completion_token_ids=[4, 5, 6, 7],
+        completion_logprobs=[-0.1, -0.2, -0.3, -0.4],
+        completion_forced=[0, 2],
+    )
+    b = fakes.Completion(text="ok", prompt_token_ids=[1, 2, 3, 4, 5, 6, 7, 8], completion_token_ids=[9])
+    t = run(run_episode, fakes.Model([a, b]), fakes.Instance(), fakes.Task())
+    chain = t.chains[0]
+    assert chain.segments[1].forced == [0, 2]
+    assert chain.completion_ids() == [4, 5, 6, 7, 8, 9] and chain.mask() == [0, 1, 0, 1, 0, 1]
+    assert Transcript.model_validate_json(t.model_dump_json()).chains[0].mask() == chain.mask()
+
+
 _PIECES = st.sampled_from(
     ["<tool_call>", "</tool_call>", '{"name": "get_item", "arguments": {"key": "greeting"}}']
 )
