@@ -53,7 +53,20 @@ class TrainerConfig(ConfigSection):
     sft_warmup: bool = Field(
         True, description="Supervised warm-up before the first GRPO round of a fresh policy."
     )
-    sft_epochs: float = Field(3.0, gt=0, description="Epochs of the SFT warm-up.")
+    sft_epochs: float = Field(2.0, gt=0, description="Epochs of the SFT warm-up.")
+    sft_learning_rate: float = Field(1e-4, gt=0, le=1, description="Learning rate of the SFT warm-up.")
+    warmup_tasks_per_env: int = Field(
+        16,
+        ge=0,
+        description="Grounded graph tasks per executable training environment in the warm-up set (beside "
+        "its hand-written tasks): what a fresh policy imitates before its first GRPO round.",
+    )
+    warmup_max_tasks: int | None = Field(
+        None,
+        ge=1,
+        description="At most this many warm-up tasks, taken in turn from each training environment "
+        "(none: the whole set).",
+    )
     system_prompt: Literal["full", "compact"] = Field(
         "full", description="Policy system prompt: full (with env rules) or compact (no rules)."
     )

@@ -224,7 +224,13 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         tool_subset=tr.tool_subset,
         save_every=max(1, rnd.train_steps),
         keep_last=tr.keep_checkpoints,
-        sft=SftConfig(enabled=tr.sft_warmup, epochs=tr.sft_epochs),
+        sft=SftConfig(
+            enabled=tr.sft_warmup,
+            epochs=tr.sft_epochs,
+            learning_rate=tr.sft_learning_rate,
+            # A trajectory the episode budget allows is one the warm-up can imitate.
+            max_length=episode.max_total_tokens,
+        ),
         **_rollout_server(ctx),
     )
 

@@ -45,6 +45,8 @@ class SynthesisRequest(BaseModel):
     # result (`arena.synth.walk.ungrounded_ids`), since SFT imitates the reference and GRPO's
     # groups need a task the policy can solve by looking things up.
     grounded: bool = False
+    # Candidates to draw before giving up (default: `synthesis.max_attempts` per task).
+    max_attempts: int | None = Field(default=None, ge=1)
 
 
 class SynthesisOutcome(BaseModel):
@@ -129,7 +131,7 @@ async def _run_graph(
         "sandbox": sandbox if env.sandboxed else None,
         "gates": GateConfig(),
         "round_id": ctx.round,
-        "max_attempts": max(8, request.n * ctx.config.synthesis.max_attempts),
+        "max_attempts": request.max_attempts or max(8, request.n * ctx.config.synthesis.max_attempts),
         "distractor_pool": request.distractor_pool,
         "difficulty": request.difficulty,
         "grounded": request.grounded,

@@ -1,8 +1,9 @@
 """TRAIN: GRPO on the round's synthesized tasks (`trainer.train_round`), after an SFT warm-up when fresh.
 
 The policy starts from the newest published checkpoint (else the base weights). A fresh policy
-(no Arena lineage) is first warmed up on the tasks' reference trajectories when
-`trainer.sft_warmup` is set. Between optimizer steps the trainer awaits the daemon's safe point
+(no Arena lineage) is first warmed up, when `trainer.sft_warmup` is set, on the reference
+trajectories of the warm-up set (`ops.phases.warmup`: the training environments' hand-written and
+grounded graph tasks, never a yardstick environment's), then GRPO trains on the round's tasks. Between optimizer steps the trainer awaits the daemon's safe point
 (pause/stop; on stop it checkpoints and the phase stays unfinished); `on_step` feeds the GRPO
 metrics. Checkpoints live in `DATA_DIR/checkpoints/round-NNNN/{sft,grpo}`; a restarted phase
 resumes from the round's newest checkpoint (the trainer does this), so committed steps are not redone.
@@ -12,6 +13,7 @@ With `trainer.processes > 1` the GRPO steps run in worker processes on that many
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import structlog
@@ -27,6 +29,7 @@ from ops.phases.runtime import (
     sandbox_pool,
     trainer_config,
 )
+from ops.phases.warmup import training_envs, warmup_tasks
 
 log = structlog.get_logger(__name__)
 
@@ -121,10 +124,12 @@ class TrainPhase(BasePhase):
         result: dict[str, Any] = {"parent": parent, "parent_dir": str(policy_dir), "tasks": len(tasks)}
         async with sandbox_pool(ctx, needed=any(envs[t.env].sandboxed for t in tasks)) as pool:
             if needs_warmup(policy_dir, tconf):
+                warm, _ = await warmup_tasks(ctx, envs, await training_envs(ctx, envs))
+                result["warmup_tasks"] = dict(sorted(Counter(t.env for t in warm).items()))
                 ctx.progress(0, 0, "SFT warm-up")
                 sft = await sft_warmup(
                     ctx.round,
-                    tasks,
+                    warm or tasks,
                     policy_dir,
                     out / "sft",
                     tconf,

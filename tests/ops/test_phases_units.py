@@ -58,10 +58,14 @@ def test_trainer_config_follows_round_and_trainer_sections(phase_context, make_c
         ARENA_TRAINER__TOOL_SUBSET="0",
         ARENA_TRAINER__USE_LORA="true",
         ARENA_TRAINER__DYNAMIC_SAMPLING_PASSES="3",
+        ARENA_TRAINER__SFT_EPOCHS="1.5",
+        ARENA_TRAINER__SFT_LEARNING_RATE="3e-4",
     )
     ctx = phase_context(config, round_no=3, phase="synthesize")
     train = trainer_config(ctx)
     assert (train.group_size, train.tasks_per_step, train.max_steps) == (2, 4, 3)
+    assert (train.sft.epochs, train.sft.learning_rate) == (1.5, 3e-4)
+    assert train.sft.max_length == train.episode.max_total_tokens  # the warm-up imitates what fits
     assert train.episode.max_turns == 4 and train.episode.params.max_tokens == 64
     assert train.episode.params.temperature == 1.0 and train.episode.params.logprobs
     assert train.system_prompt == "compact" and train.tool_subset == 0 and train.lora.enabled

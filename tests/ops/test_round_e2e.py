@@ -41,6 +41,8 @@ def tiny(model: Path) -> dict[str, str]:
         "ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND": "0",  # the 135M helper cannot write an environment
         "ARENA_TRAINER__BATCH_SIZE": "2",
         "ARENA_TRAINER__SFT_EPOCHS": "1",
+        "ARENA_TRAINER__WARMUP_TASKS_PER_ENV": "1",
+        "ARENA_TRAINER__WARMUP_MAX_TASKS": "2",
         "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
         "ARENA_TRAINER__TOOL_SUBSET": "1",
         "ARENA_TRAINER__BASE_MODEL": str(model),
@@ -112,6 +114,8 @@ async def test_one_real_round_with_admin_api_live(make_config, embedded_model_pa
     # TRAIN: SFT warm-up of the fresh policy, then one GRPO step with a checkpoint.
     train = outputs["train"]
     assert train["sft"]["phase"] == "sft" and train["steps"] == 1
+    # ... on the warm-up set: tasks of training environments, never of the yardstick's or the arena's.
+    assert sum(train["warmup_tasks"].values()) == 2 and set(train["warmup_tasks"]) <= set(ev["training"])
     # The yardstick: drawn in the evaluated arena env, run with every tool for the base policy
     # (EVALUATE) and the trained one (PUBLISH's gate), which decided.
     yard = ev["yardstick"]

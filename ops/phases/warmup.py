@@ -1,0 +1,112 @@
+"""The warm-up set: the tasks a fresh policy imitates before its first GRPO round.
+
+GRPO learns only from groups whose samples differ, and a fresh small model almost never solves a
+task, so every group would be flat. TRAIN therefore first fine-tunes a fresh policy on reference
+solutions (SFT), and what it imitates decides what it learns. The learning benchmark measured what
+transfers to held-out environments (docs/learn-bench.md): about 130 tasks of the training
+environments — their hand-written tasks plus graph tasks of two and three calls that name things
+by their attributes ("the booking at Harborview Suites", ambiguity 1) and whose every id comes from
+the instruction or an earlier result (grounded: the look-up-then-act shape, never an id from
+memory) — two epochs at a learning rate of 1e-4. `warmup_tasks` builds that set for the daemon:
+`trainer.warmup_tasks_per_env` graph tasks per executable training environment (half of two calls,
+half of three) beside the environment's hand-written tasks, gated like every synthesized task,
+never one that repeats a yardstick task, from seeds of their own (so no id meets SYNTHESIZE's).
+The set is deterministic in the daemon's seed and made again if TRAIN restarts; the SFT
+checkpoint of the round, once saved, is reused without training again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from ops.phases.base import PhaseContext
+from ops.phases.synth_requests import accept_outcome, graph_request, run_request
+
+log = structlog.get_logger(__name__)
+
+# Far from SYNTHESIZE's seeds (the round's seed plus multiples of 7,919): task ids derive from the seed.
+WARMUP_SEED = 1_000_003
+# Walk lengths of the synthesized warm-up tasks: a policy trained on one length learns to stop at it.
+LENGTHS = (2, 3)
+# Candidates per kept task: grounded short walks are rare in some environments (flights kept none
+# of 24 at length 2), and a template-written candidate costs milliseconds.
+ATTEMPTS_PER_TASK = 48
+
+
+async def training_envs(ctx: PhaseContext, envs: dict[str, Any]) -> list[str]:
+    """The round's training environments (the arena draw's), less every yardstick environment."""
+    from arena.store import repo_yardstick
+    from ops.phases.common import top_category
+    from ops.phases.evaluate import arena_draw
+
+    draw = arena_draw(ctx, {name: top_category(env) for name, env in envs.items()})
+    async with ctx.store.transaction() as s:
+        held = {row.env for row in await repo_yardstick.tasks(s)}
+    return [name for name in draw.training if name not in held]
+
+
+def handwritten(env: Any) -> list[Any]:
+    """An environment's hand-written tasks a reference can teach: autonomous, with reference calls."""
+    from arena.tasks.toml_io import load_tasks
+
+    if env.kind != "executable" or env.sandboxed or env.tasks_path is None:
+        return []
+    tasks = load_tasks(env.path, env.name, tools=env.tools)
+    return [t for t in tasks if t.mode == "autonomous" and t.reference]
+
+
+async def warmup_tasks(
+    ctx: PhaseContext, envs: dict[str, Any], training: Sequence[str]
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The warm-up set over the executable `training` environments, and the synthesis reports."""
+    from arena.difficulty import Difficulty
+
+    per_env = ctx.config.trainer.warmup_tasks_per_env
+    tasks: list[Any] = []
+    reports: list[dict[str, Any]] = []
+    # Synthesized environments run their tools in the sandbox; the warm-up keeps to reviewed ones.
+    names = [
+        n for n in sorted(training) if n in envs and envs[n].kind == "executable" and not envs[n].sandboxed
+    ]
+    for name in names:
+        await ctx.safe_point()
+        ctx.progress(0, 0, f"warm-up tasks for {name}")
+        env = envs[name]
+        tasks += handwritten(env)
+        for offset, length in enumerate(LENGTHS):
+            n = per_env // len(LENGTHS) + (1 if offset < per_env % len(LENGTHS) else 0)
+            if n == 0:
+                continue
+            request = graph_request(
+                ctx,
+                name,
+                n,
+                seed=ctx.config.daemon.seed + WARMUP_SEED + offset,
+                difficulty=Difficulty(walk_length=length, ambiguity=1),
+                label="warmup",
+                with_helper=False,
+                grounded=True,
+            ).model_copy(update={"max_attempts": ATTEMPTS_PER_TASK * n})
+            outcome = await run_request(ctx, envs, request, None)
+            tasks += await accept_outcome(ctx, request, outcome, reports)
+    tasks = in_turn(tasks, ctx.config.trainer.warmup_max_tasks)
+    log.info("train.warmup_tasks", envs=len(names), tasks=len(tasks), per_env=per_env)
+    return tasks, reports
+
+
+def in_turn(tasks: list[Any], limit: int | None) -> list[Any]:
+    """At most `limit` tasks, one from each environment in turn, so every environment keeps some."""
+    if limit is None or len(tasks) <= limit:
+        return tasks
+    queues: dict[str, list[Any]] = {}
+    for task in tasks:
+        queues.setdefault(task.env, []).append(task)
+    picked: list[Any] = []
+    while len(picked) < limit:
+        for queue in queues.values():
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return picked
