@@ -251,8 +251,8 @@ async def test_save_writes_a_row_that_latest_fidelity_reads(
     config = _config(tmp_path)
     url = f"sqlite+aiosqlite:///{tmp_path / 'arena.db'}"
     async with Store(url) as store:
-        assert await store.migrate() == "0005"
-        assert await store.revision() == "0005"
+        assert await store.migrate() == "0006"
+        assert await store.revision() == "0006"
     argv = ["bench", "sim", "--env", "banking", "--tasks", "1", "--episodes-per-kind", "1"]
     # The CLI runs its own event loop: call it from a worker thread.
     code = await anyio.to_thread.run_sync(lambda: main([*argv, "--config", str(config), "--save", "--json"]))
