@@ -13,7 +13,6 @@ import pytest
 
 from arena.public.bfcl.model import load_benchmark
 from arena.store import Store, public_runs, repo
-from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
 
 from .public_fakes import ScriptedBfclPolicy
@@ -29,29 +28,21 @@ def with_import(config: Any, bfcl_folder: Path) -> Any:
     return config
 
 
-def context(config: Any, store: Store, policy: Any, round_no: int = 1, **kwargs: Any) -> PhaseContext:
-    async def safe_point() -> None:
-        return None
+@pytest.fixture
+def context(phase_context: Any) -> Any:
+    """`context(config, store, policy, round_no=1, **fields)`: an EVALUATE context (`phase_context`)."""
 
-    async def load_policy() -> Any:
-        return policy
+    def make(config: Any, store: Store, policy: Any, round_no: int = 1, **fields: Any) -> PhaseContext:
+        ctx = phase_context(config, store, round_no, phase="evaluate", policy=policy)
+        for name, value in fields.items():
+            setattr(ctx, name, value)
+        return ctx
 
-    return PhaseContext(
-        round=round_no,
-        phase="evaluate",
-        config=config,
-        store=store,
-        metrics=Metrics(),
-        models=SimpleNamespace(policy=load_policy, helper=load_policy, policy_weights=None),  # type: ignore[arg-type]
-        previous={},
-        _safe_point=safe_point,
-        _progress=lambda done, total, note: None,
-        **kwargs,
-    )
+    return make
 
 
 async def test_the_same_fixed_sample_runs_every_round_and_a_measured_policy_is_reused(
-    make_config, bfcl_folder: Path
+    make_config, bfcl_folder: Path, context: Any
 ) -> None:
     from ops.phases import public_yardstick
 
@@ -88,7 +79,7 @@ async def test_the_same_fixed_sample_runs_every_round_and_a_measured_policy_is_r
         assert {e for e in first.entries if "base" in e or "long" in e} <= set(more.entries)
 
 
-async def test_why_it_did_not_run_is_said(make_config, bfcl_folder: Path) -> None:
+async def test_why_it_did_not_run_is_said(make_config, bfcl_folder: Path, context: Any) -> None:
     from ops.phases import public_yardstick
 
     async with Store(make_config().database_url) as store:
@@ -106,7 +97,7 @@ async def test_why_it_did_not_run_is_said(make_config, bfcl_folder: Path) -> Non
         assert (await public_yardstick.measure(ctx, stage="live", policy="b")).state == "unavailable"
 
 
-async def test_bfcl_max_steps_caps_each_turn(make_config, bfcl_folder: Path) -> None:
+async def test_bfcl_max_steps_caps_each_turn(make_config, bfcl_folder: Path, context: Any) -> None:
     from ops.phases import public_yardstick
 
     config = with_import(
@@ -129,7 +120,7 @@ async def test_bfcl_max_steps_caps_each_turn(make_config, bfcl_folder: Path) -> 
 
 @pytest.mark.parametrize("gate_on", [True, False])
 async def test_the_publish_gate_can_hold_back_a_policy_worse_on_the_public_yardstick(
-    make_config, bfcl_folder: Path, gate_on: bool
+    make_config, bfcl_folder: Path, gate_on: bool, context: Any
 ) -> None:
     from ops.phases import public_yardstick
     from ops.phases.publish import PublishPhase
