@@ -34,6 +34,8 @@ from ops.commands.envs import daemon_config, quiet_logs
 def _entries(args: argparse.Namespace, bench: Any) -> list[Any]:
     from arena.public.bfcl.run import sample
 
+    if args.limit is not None and args.limit < 1:
+        raise CliError("--limit must be at least 1 (entries per category)")
     try:
         entries = sample(
             bench, [c.strip() for c in args.categories.split(",") if c.strip()], args.limit, args.seed
@@ -87,6 +89,8 @@ async def _results(
         if not args.limit and not args.entries:
             entries = [e for e in entries if e.id in trajectories]
         return await score_file(bench, trajectories, entries, runner, irrelevance=irrelevance)
+    if min(args.max_steps, args.max_tokens, args.concurrency) < 1:
+        raise CliError("--max-steps, --max-tokens and --concurrency must be at least 1")
     limits = EpisodeLimits(max_steps_per_turn=args.max_steps, max_tokens_per_step=args.max_tokens)
     policy = None if args.gold else await _policy(args, config)
     out: list[Any] = [None] * len(entries)
@@ -166,7 +170,14 @@ def cmd_bench_bfcl(args: argparse.Namespace) -> int:
     entries = _entries(args, bench)
     started = time.perf_counter()
     results = anyio.run(_run, args, config, bench, entries)
-    mode = "gold" if args.gold else f"score:{args.score}" if args.score else "policy"
+    policy = config.models.policy
+    mode = (
+        "gold"
+        if args.gold
+        else f"score:{args.score}"
+        if args.score
+        else f"policy:{policy.backend}:{args.model or policy.model}"
+    )
     doc = report(bench, results, mode, time.perf_counter() - started, config.sandbox.mode == "all")
     if args.json:
         print(json.dumps(doc, indent=2))

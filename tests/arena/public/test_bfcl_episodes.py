@@ -139,3 +139,28 @@ def test_a_failing_model_fails_the_entry_as_an_inference_error(bfcl: Any) -> Non
         "inference_error",
         "multi_turn:inference_error",
     )
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_embedded_model_plays_an_entry_through_the_bench(
+    bfcl_folder: Path, embedded_model_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real policy path: BFCL's tool schemas through the chat template, greedy steps, a verdict."""
+    # One turn, one class (the smallest prompt); at most two steps with calls.
+    argv = [
+        "bench",
+        "bfcl",
+        "--dir",
+        str(bfcl_folder),
+        "--entries",
+        "multi_turn_base_50",
+        "--max-tokens",
+        "16",
+    ]
+    assert main([*argv, "--max-steps", "1", "--model", str(embedded_model_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mode"] == f"policy:local:{embedded_model_path}" and doc["entries"] == 1
+    [v] = doc["verdicts"]
+    assert v["entry_id"] == "multi_turn_base_50" and v["finish"] in ("completed", "force_terminated")
+    assert v["passed"] is (v["error_type"] is None) and v["seconds"] > 0
