@@ -66,8 +66,11 @@ async def measure(ctx: PhaseContext, *, stage: str, policy: str, pool: Any = Non
         done = {(r.entry_id, 0) for r in await public_runs.runs(s, ctx.round, stage, BENCHMARK)}
     sandboxed = ctx.config.sandbox.mode == "all"
     if any((e.id, 0) not in done for e in entries):
+        # The backend runs sandboxed only with ARENA_SANDBOX=all (a pool EVALUATE opened for
+        # synthesized environments is not a reason to), in the phase's pool when it has one.
         async with sandbox_pool(ctx, needed=sandboxed and pool is None) as own:
-            await _run(ctx, bench, entries, done, stage=stage, policy=policy, pool=pool or own)
+            boxed = (pool or own) if sandboxed else None
+            await _run(ctx, bench, entries, done, stage=stage, policy=policy, pool=boxed)
     async with ctx.store.transaction() as s:
         rows = [r for r in await public_runs.runs(s, ctx.round, stage, BENCHMARK) if r.entry_id in wanted]
     return summarize(

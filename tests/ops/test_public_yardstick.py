@@ -97,6 +97,32 @@ async def test_why_it_did_not_run_is_said(make_config, bfcl_folder: Path, contex
         assert (await public_yardstick.measure(ctx, stage="live", policy="b")).state == "unavailable"
 
 
+async def test_the_backend_runs_sandboxed_with_sandbox_all_and_only_then(
+    make_config, bfcl_folder: Path, context: Any
+) -> None:
+    from ops.phases import public_yardstick
+
+    class RefusingPool:
+        """A stand-in for EVALUATE's pool (opened for synthesized environments): must stay unused."""
+
+        async def run_objects(self, *args: Any) -> str:
+            raise AssertionError("the BFCL backend ran in the sandbox without ARENA_SANDBOX=all")
+
+    small = {"ARENA_PUBLIC__BFCL_PER_CATEGORY": "1", "ARENA_PUBLIC__BFCL_CATEGORIES": "base"}
+    policy = ScriptedBfclPolicy(load_benchmark(bfcl_folder))
+    async with Store(make_config().database_url) as store:
+        await store.migrate()
+        config = with_import(make_config(**small), bfcl_folder)
+        out = await public_yardstick.measure(
+            context(config, store, policy), stage="live", policy="base", pool=RefusingPool()
+        )
+        assert (out.sandboxed, out.overall and out.overall.passed) == (False, 1)
+        boxed = make_config(**small, ARENA_SANDBOX="all")
+        ctx = context(boxed, store, policy, 2, sandbox_available=True)
+        out = await public_yardstick.measure(ctx, stage="live", policy="other")
+        assert (out.sandboxed, out.overall and out.overall.passed) == (True, 1)
+
+
 async def test_bfcl_max_steps_caps_each_turn(make_config, bfcl_folder: Path, context: Any) -> None:
     from ops.phases import public_yardstick
 
