@@ -246,6 +246,23 @@ async def test_three_rounds_run_the_same_entries_and_none_reaches_a_training_tas
     # The daemon's policy saw the BFCL questions only in the public yardstick's episodes.
     assert questions & set(policy.firsts)
 
+    # `arena status` shows the last round's public yardstick.
+    from ops.commands.admin import _render_status
+    from ops.status import status_document
+
+    async with Store(config.database_url) as store:
+        stopped = SimpleNamespace(
+            store=store, round=None, phase=None, stopping=False, ready=True, models_up=True,
+            sandbox={"available": True, "detail": "bubblewrap"}, progress_state={}, rounds_completed=3,
+            paused=False, paused_since=None, config=config, cluster=None,
+        )  # fmt: skip
+        doc = await status_document(stopped, "0.1.0")  # type: ignore[arg-type]
+    public = doc["last_public_yardstick"]
+    assert (
+        public["state"] == "measured" and public["version"] == bench.version and public["overall"]["n"] == 4
+    )
+    assert "public:     " in _render_status(doc) and "bfcl 2026.3.23" in _render_status(doc)
+
 
 async def _report(config: Any, show: Any) -> list[dict[str, Any]]:
     """`arena report --json` on the daemon's store (the CLI runs its own event loop: a thread)."""
