@@ -13,6 +13,7 @@ results), because a worker keeps no state between jobs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,13 @@ from arena.env.objects import (
     read_backend,
     run_tracks,
 )
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(source_json: str) -> Backend:
+    # One load per backend content for the life of the process: every load registers its modules
+    # (and a long-context backend's data) for good, so a daemon must not load one per round.
+    return Backend(BackendSource.model_validate_json(source_json))
 
 
 class ObjectSandbox(Protocol):
@@ -57,19 +65,22 @@ class ObjectRunner:
         """Whether the backend's code runs in sandbox workers."""
         return self.sandbox is not None
 
+    def _json(self) -> str:
+        if self._source_json is None:
+            self._source_json = self.source.model_dump_json()
+        return self._source_json
+
     def backend(self) -> Backend:
-        """The backend loaded in this process (once); only for the in-process path."""
+        """The backend loaded in this process (once per content); only for the in-process path."""
         if self._backend is None:
-            self._backend = Backend(self.source)
+            self._backend = _loaded(self._json())
         return self._backend
 
     async def run(self, request: TracksRequest) -> TracksReply:
         """Play `request` where this runner's code runs."""
         if self.sandbox is None:
             return run_tracks(self.backend(), request)
-        if self._source_json is None:
-            self._source_json = self.source.model_dump_json()
-        reply = await self.sandbox.run_objects(self.name, self._source_json, request.model_dump_json())
+        reply = await self.sandbox.run_objects(self.name, self._json(), request.model_dump_json())
         return TracksReply.model_validate_json(reply)
 
     def session(

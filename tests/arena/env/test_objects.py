@@ -161,6 +161,17 @@ def test_a_backend_folder_is_read_from_its_manifest(tmp_path: Path) -> None:
         read_backend(tmp_path / "nowhere")
 
 
+def test_a_backend_is_loaded_once_per_content_in_a_process() -> None:
+    """A daemon makes a runner every round: its modules must not pile up in `sys.modules`."""
+    import sys
+
+    first = ObjectRunner(SOURCE, "a").backend()
+    before = len(sys.modules)
+    assert ObjectRunner(SOURCE, "b").backend() is first and len(sys.modules) == before
+    other = SOURCE.model_copy(update={"stateless": ["Clock", "Notebook"]})
+    assert ObjectRunner(other, "c").backend() is not first
+
+
 def test_an_unknown_class_or_a_broken_module_is_named() -> None:
     with pytest.raises(KeyError, match="no class Missing"):
         Session(Backend(SOURCE), ["Missing"], {})
