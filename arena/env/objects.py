@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import decimal
 import inspect
 import itertools
 import json
@@ -189,16 +190,20 @@ class Session:
         for name in classes:
             if name not in backend.classes:
                 raise KeyError(f"the backend has no class {name} (it has {', '.join(backend.classes)})")
-            obj = backend.classes[name]()
-            if setup and name not in backend.source.stateless:
-                getattr(obj, setup)(copy.deepcopy(config.get(name, {})), **(options or {}))
+            with decimal.localcontext():
+                obj = backend.classes[name]()
+                if setup and name not in backend.source.stateless:
+                    getattr(obj, setup)(copy.deepcopy(config.get(name, {})), **(options or {}))
             self.instances[name] = obj
             for attr in backend.method_names(obj):
                 self.methods[attr] = getattr(obj, attr)
 
     def call(self, text: str) -> str:
         """Run one call expression; its result as text (errors included, never raised)."""
-        return execute(text, self.methods)
+        # A backend may set the thread's decimal precision (BFCL's square root does): keep that
+        # inside the call, away from everything else this thread runs.
+        with decimal.localcontext():
+            return execute(text, self.methods)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Every instance's public attributes as JSON data (other objects by their repr)."""

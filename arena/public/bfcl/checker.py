@@ -35,7 +35,13 @@ from arena.env.objects import Comparison, Track, TracksReply, TracksRequest
 from arena.public.bfcl.model import BfclEntry
 
 ErrorType = Literal[
-    "force_terminated", "empty_turn", "state_mismatch", "missing_result", "irrelevance", "inference_error"
+    "force_terminated",
+    "empty_turn",
+    "state_mismatch",
+    "missing_result",
+    "irrelevance",
+    "inference_error",
+    "execution_limit",
 ]
 BFCL_ERROR_TYPES: dict[str, str] = {
     "force_terminated": "multi_turn:force_terminated",
@@ -44,7 +50,7 @@ BFCL_ERROR_TYPES: dict[str, str] = {
     "missing_result": "multi_turn:execution_response_mismatch",
     "irrelevance": "multi_turn:irrelevance_error:decoder_success",
     "inference_error": "multi_turn:inference_error",
-}
+}  # `execution_limit` (the calls broke a sandbox limit) is Arena's own: BFCL has no sandbox
 Decoded = list[list[list[str]]]
 
 
@@ -77,7 +83,7 @@ def fail(entry: BfclEntry, error: ErrorType, turn: int | None, detail: str) -> V
         category=entry.category,
         passed=False,
         error_type=error,
-        bfcl_error_type=BFCL_ERROR_TYPES[error],
+        bfcl_error_type=BFCL_ERROR_TYPES.get(error),
         turn=turn,
         detail=detail[:500],
     )

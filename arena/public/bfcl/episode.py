@@ -10,6 +10,8 @@
 - `miss_func`: a held-out function is not among the tools until its turn, which has no user
   message in the data: the agent is told that new tools are there.
 - `long_context` entries load the backend's long states.
+- Calls that break a sandbox limit (CPU, memory, wall time: `ARENA_SANDBOX=all`) end the entry
+  (`env_error`); it scores 0.
 
 The result is the decoded trajectory (`decoded`: per turn, per step, call expressions), which is
 what `arena.public.bfcl.checker.score` takes, and a readable log.
@@ -28,6 +30,7 @@ from arena.episode.parser import clean_text, native_tool_calls, parse_tool_calls
 from arena.episode.prompts import build_system_prompt
 from arena.protocols import ChatModel, ModelError
 from arena.public.bfcl.model import MAX_STEPS_PER_TURN, BfclBenchmark, BfclEntry
+from arena.sandbox.models import SandboxProgramError, SandboxViolation
 from arena.types import Message, SamplingParams
 
 # What the agent reads in a miss_func entry's holdout turn (BFCL's data has no message there).
@@ -58,7 +61,7 @@ class EntryRun(BaseModel):
     category: str
     decoded: list[list[list[str]]] = Field(default_factory=list)
     steps: list[list[StepLog]] = Field(default_factory=list)
-    finish: Literal["completed", "force_terminated", "model_error"] = "completed"
+    finish: Literal["completed", "force_terminated", "model_error", "env_error"] = "completed"
     detail: str = ""
     seconds: float = 0.0
 
@@ -114,7 +117,11 @@ async def run_entry(
                     break
                 messages.append(Message(role="assistant", content=parsed.content, tool_calls=parsed.calls))
                 step.calls = [call_text(c.name, c.arguments) for c in parsed.calls]
-                step.results = await session.step(step.calls)
+                try:
+                    step.results = await session.step(step.calls)
+                except (SandboxViolation, SandboxProgramError) as exc:  # the calls broke a sandbox limit
+                    run.finish, run.detail = "env_error", f"turn {index}: {type(exc).__name__}: {exc}"
+                    break
                 messages += [
                     Message(role="tool", content=clean_text(result), tool_call_id=call.id, name=call.name)
                     for call, result in zip(parsed.calls, step.results, strict=True)

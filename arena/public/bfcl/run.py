@@ -21,6 +21,7 @@ from arena.public.bfcl.checker import Verdict, fail, score
 from arena.public.bfcl.dist import CATEGORIES
 from arena.public.bfcl.episode import EntryRun, EpisodeLimits, run_entry
 from arena.public.bfcl.model import BfclBenchmark, BfclEntry
+from arena.sandbox.models import SandboxProgramError, SandboxViolation
 
 
 class EntryResult(BaseModel):
@@ -68,9 +69,21 @@ async def play(
     run = await run_entry(policy, bench, entry, runner, limits)
     if run.finish == "model_error":
         verdict = fail(entry, "inference_error", len(run.decoded), run.detail)
+    elif run.finish == "env_error":
+        verdict = fail(entry, "execution_limit", len(run.decoded), run.detail)
     else:
-        verdict = await score(entry, run.decoded, runner, irrelevance=irrelevance)
+        verdict = await score_safely(entry, run.decoded, runner, irrelevance=irrelevance)
     return EntryResult(verdict=verdict, run=run)
+
+
+async def score_safely(
+    entry: BfclEntry, decoded: list[list[list[str]]], runner: ObjectRunner, *, irrelevance: bool = True
+) -> Verdict:
+    """`score`, with a sandbox limit the replayed calls break as a failed entry, not an error."""
+    try:
+        return await score(entry, decoded, runner, irrelevance=irrelevance)
+    except (SandboxViolation, SandboxProgramError) as exc:  # the trajectory's calls did it
+        return fail(entry, "execution_limit", None, f"{type(exc).__name__}: {exc}")
 
 
 def read_result_file(path: Path) -> dict[str, list[list[list[str]]]]:
@@ -120,6 +133,6 @@ async def score_file(
         if entry.id not in trajectories:
             verdict = fail(entry, "inference_error", 0, "not in the result file")
         else:
-            verdict = await score(entry, trajectories[entry.id], runner, irrelevance=irrelevance)
+            verdict = await score_safely(entry, trajectories[entry.id], runner, irrelevance=irrelevance)
         out.append(EntryResult(verdict=verdict))
     return out

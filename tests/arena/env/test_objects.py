@@ -161,6 +161,16 @@ def test_a_backend_folder_is_read_from_its_manifest(tmp_path: Path) -> None:
         read_backend(tmp_path / "nowhere")
 
 
+def test_a_backend_changing_the_decimal_precision_changes_it_for_its_call_only() -> None:
+    import decimal
+
+    code = "from decimal import getcontext\nclass Calc:\n    def narrow(self):\n        getcontext().prec = 3\n        return str(getcontext().prec)\n"
+    source = BackendSource(modules={"calc": code}, classes={"Calc": "calc"})
+    before = decimal.getcontext().prec
+    assert Session(Backend(source), ["Calc"], {}).call("narrow()") == "3"
+    assert decimal.getcontext().prec == before
+
+
 def test_a_backend_is_loaded_once_per_content_in_a_process() -> None:
     """A daemon makes a runner every round: its modules must not pile up in `sys.modules`."""
     import sys

@@ -164,3 +164,25 @@ def test_the_embedded_model_plays_an_entry_through_the_bench(
     [v] = doc["verdicts"]
     assert v["entry_id"] == "multi_turn_base_50" and v["finish"] in ("completed", "force_terminated")
     assert v["passed"] is (v["error_type"] is None) and v["seconds"] > 0
+
+
+def test_calls_that_break_a_sandbox_limit_fail_the_entry_not_the_run(bfcl: Any) -> None:
+    """BFCL's square root sets the decimal precision it is given: a policy can ask for 10^8 digits."""
+    from arena.sandbox import SandboxLimits, SandboxPool
+
+    huge = (
+        '<tool_call>{"name": "square_root", "arguments": {"number": 2, "precision": 100000000}}</tool_call>'
+    )
+
+    async def main() -> EntryResult:
+        async with SandboxPool(SandboxLimits(cpu_seconds=1, wall_timeout_s=5), workers=1) as pool:
+            runner = ObjectRunner(bfcl.backend(), "bfcl", pool)
+            return await play(ScriptedTextPolicy(huge), bfcl, bfcl.entry("multi_turn_base_15"), runner)
+
+    result = anyio.run(main)
+    assert result.run is not None and result.run.finish == "env_error" and "cpu" in result.run.detail
+    assert (result.verdict.passed, result.verdict.error_type, result.verdict.bfcl_error_type) == (
+        False,
+        "execution_limit",
+        None,
+    )
