@@ -10,8 +10,9 @@ greedy) and compared with this round's runs of the parent (EVALUATE's): a policy
 parent's 95% interval is held back (the parent is loaded again and stays the one the next round
 trains), its row is kept unpublished, and either decision is an event (`publish.accepted`,
 `publish.held_back`). With `public.publish_gate` the public yardstick (BFCL) gates the same way
-once the yardstick let the policy pass. Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
-rounds are deleted (never the live policy's, nor the one it was trained from).
+once the yardstick let the policy pass. Once the new weights are live, the checkpoint folders of
+all but the newest `trainer.keep_rounds` rounds are deleted (never the live policy's, nor the one
+it was trained from).
 """
 
 from __future__ import annotations
