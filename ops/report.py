@@ -2,9 +2,9 @@
 
 Each record follows the round's chain: the yardstick, the public yardstick (BFCL) and the fresh
 pass rates (EVALUATE), the weak environments, motifs and failure patterns (DIAGNOSE), what PLAN
-did with them (budget,
-guidelines, difficulty decisions and their reasons), what SYNTHESIZE produced (per environment,
-origin, motif and skill), the GRPO figures (TRAIN) and whether the policy went live (PUBLISH).
+did with them (budget, guidelines, difficulty decisions and their reasons), what SYNTHESIZE
+produced (per environment, origin, motif and skill), the GRPO figures (TRAIN) and whether the
+policy went live (PUBLISH).
 Fields a phase does not store (an older round, or a phase not run yet) are left out or empty;
 nothing here is required beyond the phase outputs themselves.
 
