@@ -283,7 +283,7 @@ def test_save_refuses_a_store_not_migrated_before_measuring(
     monkeypatch.setattr(simulate.backends, "build_chat_model", no_model)
     argv = ["bench", "sim", "--env", "banking", "--tasks", "1", "--episodes-per-kind", "1"]
     assert main([*argv, "--config", str(_config(tmp_path)), "--save"]) == 2
-    assert "the store is at revision none, not 0005: run `arena db upgrade` first" in capsys.readouterr().err
+    assert "the store is at revision none, not 0006: run `arena db upgrade` first" in capsys.readouterr().err
 
 
 REPORT_FIELDS = {"helper", "settings", "envs", "overall", "balance", "seconds", "notes"}
