@@ -81,6 +81,19 @@ def test_a_call_in_a_turn_that_expects_none_fails_unless_scored_as_the_runner_do
     assert verdict(bfcl, entry.id, steps(*turns), irrelevance=False).passed
 
 
+def test_the_cli_can_score_as_bfcls_runner_does(
+    bfcl: Any, bfcl_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = bfcl.entry("multi_turn_miss_param_0")
+    turns = [list(gt) or ["ls()"] for gt in entry.ground_truth]  # a read in the turn expecting none
+    file = tmp_path / "result.json"
+    file.write_text(json.dumps([{"id": entry.id, "result": steps(*turns)}]))
+    argv = ["bench", "bfcl", "--dir", str(bfcl_folder), "--score", str(file), "--json"]
+    for extra, passed in (([], False), (["--skip-irrelevance-check"], True)):
+        assert main([*argv, *extra]) == 0
+        assert json.loads(capsys.readouterr().out)["overall"]["passed"] == int(passed)
+
+
 def test_score_file_rescores_another_harness_results(
     bfcl: Any, bfcl_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
