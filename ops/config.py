@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from ops.config_cluster import ClusterConfig
+from ops.config_public import PublicConfig
 from ops.config_sections import (
     AdminConfig,
     ConfigSection,
@@ -82,6 +83,7 @@ class ArenaConfig(ConfigSection):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    public: PublicConfig = Field(default_factory=PublicConfig)
 
     @field_validator("trainer")
     @classmethod
@@ -121,6 +123,11 @@ class ArenaConfig(ConfigSection):
     def envs_dir(self) -> Path:
         """`DATA_DIR/envs`: imported environments and the ones SYNTHESIZE built, loaded every phase."""
         return Path(self.data.dir).expanduser().absolute() / "envs"
+
+    @property
+    def public_dir(self) -> Path:
+        """`DATA_DIR/public`: imported public benchmarks (`arena envs import-bfcl`), never trained on."""
+        return Path(self.data.dir).expanduser().absolute() / "public"
 
     @property
     def database_url(self) -> str:

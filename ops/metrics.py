@@ -126,6 +126,26 @@ class Metrics:
             "Upper bound of the overall yardstick pass rate's Wilson 95% interval.",
             registry=r,
         )
+        # The public yardstick: held-out benchmarks scored by their own rules (`ops.phases.public_yardstick`).
+        public_labels = ["benchmark", "category"]
+        self.public_accuracy = Gauge(
+            "arena_public_accuracy",
+            "Public-yardstick accuracy of the live policy in the last round, by benchmark and category (all: pooled).",
+            public_labels,
+            registry=r,
+        )
+        self.public_accuracy_low = Gauge(
+            "arena_public_accuracy_low",
+            "Lower bound of the public accuracy's Wilson 95% interval.",
+            public_labels,
+            registry=r,
+        )
+        self.public_accuracy_high = Gauge(
+            "arena_public_accuracy_high",
+            "Upper bound of the public accuracy's Wilson 95% interval.",
+            public_labels,
+            registry=r,
+        )
         self.publish_decisions = Counter(
             "arena_publish_decisions_total",
             "Trained policies published or held back by the yardstick gate.",
@@ -316,6 +336,13 @@ class Metrics:
     def category(self, name: str) -> str:
         """A safe `category` label value."""
         return name if name in self._categories else OTHER
+
+    @staticmethod
+    def public_category(name: str) -> str:
+        """A safe `category` label value of the public yardstick (BFCL's categories, or `all`)."""
+        from arena.public.bfcl.dist import CATEGORIES
+
+        return name if name in (*CATEGORIES, "all") else OTHER
 
     # --- helpers ---------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """`arena report`'s records: one per round, read from what the phases stored.
 
-Each record follows the round's chain: the yardstick and the fresh pass rates (EVALUATE), the weak
-environments, motifs and failure patterns (DIAGNOSE), what PLAN did with them (budget,
-guidelines, difficulty decisions and their reasons), what SYNTHESIZE produced (per environment,
-origin, motif and skill), the GRPO figures (TRAIN) and whether the policy went live (PUBLISH).
+Each record follows the round's chain: the yardstick, the public yardstick (BFCL) and the fresh
+pass rates (EVALUATE), the weak environments, motifs and failure patterns (DIAGNOSE), what PLAN
+did with them (budget, guidelines, difficulty decisions and their reasons), what SYNTHESIZE
+produced (per environment, origin, motif and skill), the GRPO figures (TRAIN) and whether the
+policy went live (PUBLISH).
 Fields a phase does not store (an older round, or a phase not run yet) are left out or empty;
 nothing here is required beyond the phase outputs themselves.
 
@@ -125,6 +126,8 @@ def round_record(round_no: int, status: str, outputs: dict[str, dict[str, Any]])
         "status": status,
         "phases_done": sorted(outputs),
         "yardstick": ev.get("yardstick"),
+        # BFCL multi-turn entries, scored by BFCL's rules (`ops.phases.public_yardstick`).
+        "public_yardstick": ev.get("public_yardstick"),
         "fresh": {
             "pass_rates": ev.get("pass_rates", {}),
             "category_pass_rates": ev.get("category_pass_rates", {}),
@@ -146,6 +149,8 @@ def round_record(round_no: int, status: str, outputs: dict[str, dict[str, Any]])
             "checkpoint": publish.get("checkpoint"),
             "gate": publish.get("gate"),
             "candidate_yardstick": publish.get("yardstick"),
+            "public_gate": publish.get("public_gate"),
+            "candidate_public_yardstick": publish.get("public_yardstick"),
         }
     return record
 

@@ -42,6 +42,7 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
     evaluate = phases["evaluate"].output if "evaluate" in phases else {}
     publish = phases["publish"].output if "publish" in phases else {}
     yard = evaluate.get("yardstick") or None
+    public = evaluate.get("public_yardstick") or None
     return {
         "version": version,
         "round": daemon.round,
@@ -66,6 +67,22 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
             "reused_from": yard.get("reused_from"),
         }
         if yard
+        else None,
+        # BFCL multi-turn, scored by BFCL's rules; `state` says why it was not measured.
+        "last_public_yardstick": {
+            k: public.get(k)
+            for k in (
+                "state",
+                "note",
+                "benchmark",
+                "version",
+                "policy",
+                "overall",
+                "categories",
+                "reused_from",
+            )
+        }
+        if public
         else None,
         "last_publish": {"policy": publish.get("policy"), "reason": (publish.get("gate") or {}).get("reason")}
         if publish

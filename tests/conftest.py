@@ -129,6 +129,24 @@ class ScriptedReloadableChatModel:
         self.resets += 1
 
 
+@pytest.fixture(scope="session")
+def bfcl_wheel() -> Path:
+    """The pinned bfcl-eval wheel, fetched from PyPI once (`tests/bfcl_dist.py`)."""
+    from tests.bfcl_dist import wheel
+
+    return wheel()
+
+
+@pytest.fixture(scope="session")
+def bfcl_folder(bfcl_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """BFCL multi-turn imported from that wheel, as `arena envs import-bfcl` does (read only)."""
+    from arena.public.bfcl.importer import import_bfcl
+
+    folder = tmp_path_factory.mktemp("bfcl-import") / "bfcl"
+    import_bfcl(bfcl_wheel, folder)
+    return folder
+
+
 @pytest.fixture
 def reloadable_model() -> ScriptedReloadableChatModel:
     """A scripted fake policy whose weights the serving app's reload endpoints can load."""

@@ -20,6 +20,7 @@ called for each, for the `arena_sandbox_kills_total` metric.
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -351,6 +352,23 @@ class SandboxPool:
             outcome.db_image = blobs[0] if blobs else env.db_image
             outcome.id_counters = header.get("counters") or dict(env.id_counters)
         return outcome
+
+    async def run_objects(self, backend: str, source_json: str, request_json: str) -> str:
+        """Play a Python-object environment's `TracksRequest` (JSON) in a worker; the reply's JSON.
+
+        `backend` names the environment's code (its folder and content version): the job binds
+        a worker to it, and its sources (`BackendSource` JSON) are sent once per worker. Raises
+        `SandboxProgramError` when the backend does not load or cannot build the request's
+        instances, `SandboxViolation` on a violation.
+        """
+        key = (f"objects:{backend}", len(source_json), zlib.crc32(source_json.encode()))
+        if key not in self._sources:
+            self._sources[key] = source_json
+        job = {"kind": "objects", "module": key, "source": None, "request_json": request_json}
+        header, _ = await self._run(job, "python-object calls", key, bind=True)
+        if not header.get("ok"):
+            raise SandboxProgramError(str(header.get("error")))
+        return str(header["reply_json"])
 
     def stats(self) -> dict[str, Any]:
         """Counters for metrics and `arena status`."""

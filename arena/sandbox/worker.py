@@ -51,7 +51,7 @@ import zoneinfo  # noqa: F401
 from typing import Any
 
 from arena.sandbox import confine as confine_mod
-from arena.sandbox import framing, guard, jobs
+from arena.sandbox import framing, guard, jobs, object_jobs
 from arena.sandbox.models import classify_exit
 
 
@@ -67,10 +67,12 @@ def _cpu_seconds() -> float:
 _FORKED = frozenset({"check", "program"})
 
 
-def _dispatch(job: dict[str, Any], modules: jobs.ToolModules) -> jobs.Reply:
+def _dispatch(job: dict[str, Any], modules: jobs.ToolModules, backends: object_jobs.Backends) -> jobs.Reply:
     kind = job.get("kind")
     if kind == "tool":
         return jobs.run_tool(job, modules)
+    if kind == "objects":
+        return object_jobs.run_objects(job, backends)
     if kind == "check":
         return jobs.run_check(job)
     if kind == "program":
@@ -80,11 +82,13 @@ def _dispatch(job: dict[str, Any], modules: jobs.ToolModules) -> jobs.Reply:
     return {"ok": False, "error": f"unknown job kind {kind!r}"}, []
 
 
-def _execute(job: dict[str, Any], modules: jobs.ToolModules, tripped: Any) -> jobs.Reply:
+def _execute(
+    job: dict[str, Any], modules: jobs.ToolModules, tripped: Any, backends: object_jobs.Backends
+) -> jobs.Reply:
     """Run one job under its CPU timer; a tripwire or MemoryError turns it into a violation."""
     signal.setitimer(signal.ITIMER_PROF, float(job["cpu_seconds"]))
     try:
-        header, blobs = _dispatch(job, modules)
+        header, blobs = _dispatch(job, modules, backends)
     except MemoryError:
         header, blobs = {"violation": "memory", "detail": "ran out of its address-space limit"}, []
     finally:
@@ -95,7 +99,9 @@ def _execute(job: dict[str, Any], modules: jobs.ToolModules, tripped: Any) -> jo
     return header, blobs
 
 
-def _execute_forked(job: dict[str, Any], modules: jobs.ToolModules, tripped: Any) -> jobs.Reply:
+def _execute_forked(
+    job: dict[str, Any], modules: jobs.ToolModules, tripped: Any, backends: object_jobs.Backends
+) -> jobs.Reply:
     """`_execute` in a fresh child; its reply comes back over a private pipe."""
     r, w = os.pipe()
     try:
@@ -108,7 +114,7 @@ def _execute_forked(job: dict[str, Any], modules: jobs.ToolModules, tripped: Any
         os.close(r)
         me = os.getpid()
         os.register_at_fork(after_in_child=lambda: os.close(w))  # the job's own children stay mute
-        header, blobs = _execute(job, modules, tripped)
+        header, blobs = _execute(job, modules, tripped, backends)
         if os.getpid() == me:
             try:
                 framing.write_all(w, framing.encode_reply(header, blobs))
@@ -145,6 +151,7 @@ def _children_left() -> bool:
 
 def _serve(ipc_in: int, ipc_out: int, reset: Any, tripped: Any) -> None:
     modules = jobs.ToolModules()
+    backends = object_jobs.Backends()
     main_pid = os.getpid()
     while True:
         try:
@@ -154,9 +161,9 @@ def _serve(ipc_in: int, ipc_out: int, reset: Any, tripped: Any) -> None:
         reset()
         start = time.perf_counter()
         if job.get("kind") in _FORKED:
-            header, blobs = _execute_forked(job, modules, tripped)
+            header, blobs = _execute_forked(job, modules, tripped, backends)
         else:
-            header, blobs = _execute(job, modules, tripped)
+            header, blobs = _execute(job, modules, tripped, backends)
         if os.getpid() != main_pid:
             os._exit(0)  # a child the job forked came back here: only the worker replies
         if "violation" not in header and _children_left():

@@ -7,10 +7,11 @@ a repository of small typed async functions and integrity checks.
         await repo.upsert_episode(s, EpisodeRow(...))
 """
 
-from arena.store import repo, repo_yardstick
+from arena.store import public_runs, repo, repo_yardstick
 from arena.store.engine import Store, StoreError, make_engine
 from arena.store.fidelity import HelperFidelityRow, latest_fidelity, save_fidelity
 from arena.store.integrity import IntegrityReport, check_integrity
+from arena.store.public_runs import PublicRunRow
 from arena.store.tables import (
     PHASES,
     CheckpointRow,
@@ -41,6 +42,7 @@ __all__ = [
     "IntegrityReport",
     "JsonText",
     "PhaseRow",
+    "PublicRunRow",
     "RoundRow",
     "Store",
     "StoreError",
@@ -50,6 +52,7 @@ __all__ = [
     "check_integrity",
     "latest_fidelity",
     "make_engine",
+    "public_runs",
     "repo",
     "repo_yardstick",
     "save_fidelity",

@@ -118,6 +118,7 @@ def _render_status(data: dict[str, Any]) -> str:
         )
         for env, score in sorted(yard["envs"].items()):
             lines.append(f"  {env:<28} {interval_text(score)}")
+    lines += public_lines(data.get("last_public_yardstick"))
     rates = data.get("last_pass_rates") or {}
     if rates:
         lines.append(f"fresh tasks ({data.get('last_pass_rates_tool_view') or 'tool view not recorded'}):")
@@ -184,6 +185,23 @@ def judge_text(judge: dict[str, Any]) -> str:
     return (
         f"  (judge-scored: agreement {judge['agreement']:.2f}, false-pass {judge.get('false_pass') or 0:.2f})"
     )
+
+
+def public_lines(public: dict[str, Any] | None, label: str = "public:", indent: str = "  ") -> list[str]:
+    """The public yardstick (BFCL) as text: accuracy overall and per category, or why it did not run."""
+    if not public:
+        return []
+    name = f"{public.get('benchmark', 'bfcl')} {public.get('version') or ''}".strip()
+    if public.get("state") != "measured":
+        return [f"{label:<11} {name} {public.get('state')}: {public.get('note', '')}"[:160]]
+    reused = public.get("reused_from")
+    note = f", reused from round {reused['round']} {reused['stage']}" if reused else ""
+    lines = [
+        f"{label:<11} {interval_text(public.get('overall'))}  {name}, policy {public.get('policy')}{note}"
+    ]
+    for cat, score in (public.get("categories") or {}).items():
+        lines.append(f"{indent}{cat:<28} {interval_text(score)}")
+    return lines
 
 
 def interval_text(score: dict[str, Any] | None) -> str:

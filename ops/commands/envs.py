@@ -153,7 +153,20 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{r['name']:<{width}}  {r['kind']:<10}  {r['origin']:<11}  {tools:<20}  "
             f"{' / '.join(r['category'])}: {r['title']}"
         )
+    print(_public_line(daemon_config(args).data.dir))
     return 0
+
+
+def _public_line(data_dir: Path) -> str:
+    """The imported public benchmark, held out of every phase (`arena envs import-bfcl`)."""
+    from arena.public.bfcl.model import SUBDIR, env_name, load_benchmark
+
+    try:
+        bench = load_benchmark(data_dir / SUBDIR)
+    except (FileNotFoundError, ValueError) as exc:
+        return f"public benchmarks: none ({str(exc).split(':', 1)[0]})"
+    envs = ", ".join(f"{env_name(c)} ({n} tasks)" for c, n in bench.manifest.categories.items())
+    return f"public benchmarks (held out, never trained on; bfcl-eval {bench.version}): {envs}"
 
 
 # ----------------------------------------------------------------------------------------- show

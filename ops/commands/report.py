@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.cli import Cli, CliError
-from ops.commands.admin import interval_text
+from ops.commands.admin import interval_text, public_lines
 
 
 def register(cli: Cli) -> None:
@@ -75,6 +75,7 @@ def render(r: dict[str, Any]) -> str:
         for env, levels in sorted(yard["envs"].items()):
             per = "  ".join(f"{lv} {interval_text(s)}" for lv, s in levels.items() if lv != "all")
             lines.append(f"    {env:<20} {interval_text(levels.get('all'))}  {per}")
+    lines += public_lines(r.get("public_yardstick"), label="  public     ", indent="    ")
     fresh = r["fresh"]
     rates = ", ".join(f"{e} {v:.2f}" for e, v in sorted(fresh["pass_rates"].items())) or "-"
     lines.append(f"  fresh       {rates}  ({fresh['tool_view']})")

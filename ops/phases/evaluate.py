@@ -10,6 +10,8 @@
    training, temperature 0), stored one by one keyed by round/task/sample (`run_work_items`).
 4. Beside them the yardstick (`ops.phases.yardstick`): fixed tasks at fixed levels, every tool,
    greedy; its pass rates with 95% intervals say whether the policy got better.
+5. And the public yardstick (`ops.phases.public_yardstick`): a fixed sample of BFCL multi-turn
+   entries, scored by BFCL's rules, once the benchmark is imported.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import EnvironmentRow, repo
-from ops.phases import yardstick
+from ops.phases import public_yardstick, yardstick
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
+from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
 from ops.phases.tasks import pick, stored_tasks
@@ -115,11 +118,13 @@ class EvaluatePhase(BasePhase):
             )
             yard_tasks, yard_levels = await yardstick.ensure_drawn(ctx, envs, candidates, pool)
             yard = None
+            policy = await yardstick.live_policy(ctx)
             if yard_tasks:
-                policy = await yardstick.live_policy(ctx)
                 yard = await yardstick.measure(
                     ctx, envs, yard_tasks, yard_levels, stage="live", policy=policy, pool=pool
                 )
+            # The public yardstick (BFCL, once imported): Arena did not write it, so it never trains.
+            public = await public_yardstick.measure(ctx, stage="live", policy=policy, pool=pool)
         async with ctx.store.transaction() as s:
             rates = await repo.pass_rates(s, ctx.round, purpose="eval")
         by_category: dict[str, list[float]] = defaultdict(list)
@@ -142,6 +147,7 @@ class EvaluatePhase(BasePhase):
             # distractors (None: every tool); the yardstick always sees every tool.
             "tool_subset": tconf.tool_subset,
             "yardstick": yard,
+            "public_yardstick": public.model_dump(mode="json"),
             "judge": judge,
         }
 
@@ -194,3 +200,4 @@ class EvaluatePhase(BasePhase):
         ctx.metrics.eval_tool_subset.set(-1 if subset is None else subset)
         if output.get("yardstick"):
             publish_metrics(ctx.metrics, output["yardstick"])
+        publish_public_metrics(ctx.metrics, output.get("public_yardstick"))

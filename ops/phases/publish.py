@@ -9,8 +9,10 @@ With `trainer.publish_gate`, the new weights are first measured on the yardstick
 greedy) and compared with this round's runs of the parent (EVALUATE's), task by task: a policy
 whose paired change is worse beyond its 95% interval is held back (the parent is loaded again and stays the one the next round
 trains), its row is kept unpublished, and either decision is an event (`publish.accepted`,
-`publish.held_back`). Once the new weights are live, the checkpoint folders of all but the newest `trainer.keep_rounds`
-rounds are deleted (never the live policy's, nor the one it was trained from).
+`publish.held_back`). With `public.publish_gate` the public yardstick (BFCL) gates the same way
+once the yardstick let the policy pass. Once the new weights are live, the checkpoint folders of
+all but the newest `trainer.keep_rounds` rounds are deleted (never the live policy's, nor the one
+it was trained from).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CheckpointRow, repo
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.public_scores import PublicYardstick
+from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import checkpoints_dir, http_publisher, prune_round_dirs
 from ops.phases.yardstick_scores import GateDecision, gate, publish_metrics
 
@@ -56,6 +60,9 @@ class PublishPhase(BasePhase):
         target = await self._publish(ctx, Path(checkpoint), int(train.get("steps") or 0))
         ctx.progress(1, 1)
         decision, candidate = await self._gate(ctx, train)
+        public_decision, public = await self._public_gate(ctx, decision)
+        if not public_decision.publish:
+            decision = decision.model_copy(update={"publish": False, "reason": public_decision.reason})
         if not decision.publish and train.get("parent_dir"):
             # Held back: the parent goes live again, and stays the policy the next round trains.
             target = await self._publish(ctx, Path(train["parent_dir"]), 0)
@@ -72,7 +79,21 @@ class PublishPhase(BasePhase):
             "pruned": [p.name for p in pruned],
             "gate": decision.model_dump(mode="json"),
             "yardstick": candidate,
+            "public_gate": public_decision.model_dump(mode="json"),
+            "public_yardstick": public.model_dump(mode="json") if public else None,
         }
+
+    async def _public_gate(
+        self, ctx: PhaseContext, decision: GateDecision
+    ) -> tuple[GateDecision, PublicYardstick | None]:
+        """The public yardstick's say (`public.publish_gate`), once the yardstick let the policy pass."""
+        from ops.phases.public_yardstick import gate_candidate
+
+        if not ctx.config.trainer.publish_gate:
+            return GateDecision(publish=True, reason="trainer.publish_gate is off"), None
+        if not decision.publish:
+            return GateDecision(publish=True, reason="not measured: the yardstick held the policy back"), None
+        return await gate_candidate(ctx, checkpoint_id(ctx.round))
 
     async def _gate(
         self, ctx: PhaseContext, train: dict[str, Any]
@@ -150,3 +171,4 @@ class PublishPhase(BasePhase):
             if output.get("yardstick"):
                 # The live policy is now the candidate: its yardstick figures are the current ones.
                 publish_metrics(ctx.metrics, output["yardstick"])
+            publish_public_metrics(ctx.metrics, output.get("public_yardstick"))

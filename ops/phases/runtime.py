@@ -155,19 +155,26 @@ def prune_round_dirs(root: Path, keep: int, protect: Iterable[Path]) -> list[Pat
     return doomed
 
 
+def sandbox_limits(cfg: Any) -> Any:
+    """`arena.sandbox.SandboxLimits` from the `[sandbox]` section."""
+    from arena.sandbox import SandboxLimits
+
+    return SandboxLimits(
+        cpu_seconds=cfg.cpu_seconds, memory_mb=cfg.memory_mb, wall_timeout_s=cfg.wall_timeout_s
+    )
+
+
 @asynccontextmanager
 async def sandbox_pool(ctx: PhaseContext, *, needed: bool = True) -> AsyncIterator[Any]:
     """A sandbox pool sized by config whose kills feed `arena_sandbox_kills_total` (None if not needed)."""
-    from arena.sandbox import SandboxLimits, SandboxPool
+    from arena.sandbox import SandboxPool
 
     if not needed:
         yield None
         return
 
     cfg = ctx.config.sandbox
-    limits = SandboxLimits(
-        cpu_seconds=cfg.cpu_seconds, memory_mb=cfg.memory_mb, wall_timeout_s=cfg.wall_timeout_s
-    )
+    limits = sandbox_limits(cfg)
 
     def on_kill(kind: str) -> None:
         ctx.metrics.sandbox_kills.labels(reason=kind).inc()

@@ -251,8 +251,8 @@ async def test_save_writes_a_row_that_latest_fidelity_reads(
     config = _config(tmp_path)
     url = f"sqlite+aiosqlite:///{tmp_path / 'arena.db'}"
     async with Store(url) as store:
-        assert await store.migrate() == "0005"
-        assert await store.revision() == "0005"
+        assert await store.migrate() == "0006"
+        assert await store.revision() == "0006"
     argv = ["bench", "sim", "--env", "banking", "--tasks", "1", "--episodes-per-kind", "1"]
     # The CLI runs its own event loop: call it from a worker thread.
     code = await anyio.to_thread.run_sync(lambda: main([*argv, "--config", str(config), "--save", "--json"]))
@@ -283,7 +283,7 @@ def test_save_refuses_a_store_not_migrated_before_measuring(
     monkeypatch.setattr(simulate.backends, "build_chat_model", no_model)
     argv = ["bench", "sim", "--env", "banking", "--tasks", "1", "--episodes-per-kind", "1"]
     assert main([*argv, "--config", str(_config(tmp_path)), "--save"]) == 2
-    assert "the store is at revision none, not 0005: run `arena db upgrade` first" in capsys.readouterr().err
+    assert "the store is at revision none, not 0006: run `arena db upgrade` first" in capsys.readouterr().err
 
 
 REPORT_FIELDS = {"helper", "settings", "envs", "overall", "balance", "seconds", "notes"}
