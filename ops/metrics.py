@@ -126,6 +126,13 @@ class Metrics:
             "Upper bound of the overall yardstick pass rate's Wilson 95% interval.",
             registry=r,
         )
+        self.yardstick_change = Gauge(
+            "arena_yardstick_change",
+            "The live policy's yardstick change, paired over the same tasks, since the first measured round "
+            "or the previous one (bound: value, low and high of its bootstrap 95% interval).",
+            ["since", "bound"],
+            registry=r,
+        )
         # The public yardstick: held-out benchmarks scored by their own rules (`ops.phases.public_yardstick`).
         public_labels = ["benchmark", "category"]
         self.public_accuracy = Gauge(

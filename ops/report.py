@@ -19,6 +19,8 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ops.yardstick_history import read_history
+
 
 def tool_view(subset: int | None) -> str:
     """How many tools an episode was shown, in words."""
@@ -167,9 +169,14 @@ async def read_records(session: AsyncSession, first: int | None, last: int | Non
     if last is not None:
         stmt = stmt.where(col(RoundRow.round) <= last)
     rounds = list((await session.exec(stmt)).all())
+    history = {h.round: h for h in await read_history(session)}
     records = []
     for rnd in rounds:
         rows = (await session.exec(select(PhaseRow).where(PhaseRow.round == rnd.round))).all()
         outputs = {r.phase: r.output for r in rows if r.status == "done"}
-        records.append(round_record(rnd.round, rnd.status, outputs))
+        record = round_record(rnd.round, rnd.status, outputs)
+        if rnd.round in history:
+            # The changes paired over the same tasks, and every task's outcome to recompute them.
+            record["yardstick_by_round"] = history[rnd.round].model_dump(mode="json")
+        records.append(record)
     return records

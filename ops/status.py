@@ -18,6 +18,7 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
     with the tool view `last_pass_rates_tool_view` names.
     """
     from ops.report import tool_view
+    from ops.yardstick_history import read_latest
 
     if not daemon.ready:
         # Start-up (sandbox probe, migrations): the store may have no tables yet; say what is known.
@@ -38,6 +39,7 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
         phases = await repo.get_phases(s, done.round) if done is not None else {}
         curriculum = await repo.curriculum_states(s)
         state = await repo.get_daemon_state(s)
+        latest = await read_latest(s)
     difficulties = {env: round(c.difficulty, 4) for env, c in sorted(curriculum.items())}
     evaluate = phases["evaluate"].output if "evaluate" in phases else {}
     publish = phases["publish"].output if "publish" in phases else {}
@@ -65,6 +67,12 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
             "overall": yard["overall"],
             "envs": {env: levels.get("all") for env, levels in yard["envs"].items()},
             "reused_from": yard.get("reused_from"),
+            # The newest measured round's change, paired over the same tasks (`ops.yardstick_history`).
+            "change_round": latest.round if latest else None,
+            "since_first": latest.since_first.model_dump() if latest and latest.since_first else None,
+            "since_previous": latest.since_previous.model_dump()
+            if latest and latest.since_previous
+            else None,
         }
         if yard
         else None,

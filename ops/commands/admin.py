@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.cli import Cli, CliError
+from ops.phases.yardstick_scores import PairedChange
 
 
 def register(cli: Cli) -> None:
@@ -116,6 +117,10 @@ def _render_status(data: dict[str, Any]) -> str:
         lines.append(
             f"yardstick:  {interval_text(yard['overall'])}  policy {yard['policy']}, every tool, greedy"
         )
+        for key, label in (("since_first", "since round 1"), ("since_previous", "since previous")):
+            if yard.get(key):
+                change = PairedChange.model_validate(yard[key]).text()
+                lines.append(f"  {label:<28} {change} (round {yard.get('change_round')}, paired)")
         for env, score in sorted(yard["envs"].items()):
             lines.append(f"  {env:<28} {interval_text(score)}")
     lines += public_lines(data.get("last_public_yardstick"))

@@ -9,6 +9,8 @@ from typing import Any
 
 from ops.cli import Cli, CliError
 from ops.commands.admin import interval_text, public_lines
+from ops.phases.yardstick_scores import PairedChange
+from ops.yardstick_history import RoundYardstick, table
 
 
 def register(cli: Cli) -> None:
@@ -54,8 +56,26 @@ def show(args: argparse.Namespace) -> int:
     if not records:
         print("no rounds stored" + (f" in {args.rounds}" if args.rounds else ""))
         return 0
+    by_round = [
+        RoundYardstick.model_validate(r["yardstick_by_round"]) for r in records if r.get("yardstick_by_round")
+    ]
+    if by_round:
+        print(
+            "\n".join(
+                [
+                    "yardstick by round (live policy; changes paired over the same tasks, 95% intervals)",
+                    *table(by_round),
+                ]
+            )
+        )
+        print()
     print("\n\n".join(render(r) for r in records))
     return 0
+
+
+def _change(change: dict[str, Any]) -> str:
+    """A paired change as text (`ops.phases.yardstick_scores.PairedChange.text`)."""
+    return PairedChange.model_validate(change).text()
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -72,9 +92,16 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"  yardstick   {interval_text(yard['overall'])}  policy {yard['policy']}, every tool{note}"
         )
+        by_round = r.get("yardstick_by_round") or {}
+        for key, label in (("since_first", "since round 1"), ("since_previous", "since previous")):
+            if by_round.get(key):
+                lines.append(f"    {label:<17} {_change(by_round[key])}")
         for env, levels in sorted(yard["envs"].items()):
             per = "  ".join(f"{lv} {interval_text(s)}" for lv, s in levels.items() if lv != "all")
             lines.append(f"    {env:<20} {interval_text(levels.get('all'))}  {per}")
+        for key, label in (("warmup_change", "warm-up share"), ("grpo_change", "GRPO share")):
+            if by_round.get(key):
+                lines.append(f"    {label:<17} {_change(by_round[key])}")
     lines += public_lines(r.get("public_yardstick"), label="  public     ", indent="    ")
     fresh = r["fresh"]
     rates = ", ".join(f"{e} {v:.2f}" for e, v in sorted(fresh["pass_rates"].items())) or "-"

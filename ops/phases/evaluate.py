@@ -35,6 +35,7 @@ from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, train
 from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
 from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
+from ops.yardstick_history import read_latest, set_change_metrics
 
 log = structlog.get_logger(__name__)
 
@@ -117,6 +118,8 @@ class EvaluatePhase(BasePhase):
                 ctx, items, runner, purpose="eval", concurrency=episode_concurrency(ctx)
             )
             yard_tasks, yard_levels = await yardstick.ensure_drawn(ctx, envs, candidates, pool)
+            # The yardstick's environments never train, whatever a later re-draw of the arena says.
+            out["training"] = [n for n in draw.training if n not in {t.env for t in yard_tasks}]
             yard = None
             policy = await yardstick.live_policy(ctx)
             if yard_tasks:
@@ -200,4 +203,7 @@ class EvaluatePhase(BasePhase):
         ctx.metrics.eval_tool_subset.set(-1 if subset is None else subset)
         if output.get("yardstick"):
             publish_metrics(ctx.metrics, output["yardstick"])
+            latest = await read_latest(session)
+            if latest is not None:
+                set_change_metrics(ctx.metrics, latest)
         publish_public_metrics(ctx.metrics, output.get("public_yardstick"))

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from arena.store import Store, repo
+from arena.store import Store, YardstickRunRow, repo, repo_yardstick
 from ops.cli import main
 from ops.config import ArenaConfig
 from ops.phases.base import PHASE_ORDER
@@ -96,6 +96,11 @@ def outputs(round_no: int, *, held_back: bool) -> dict[str, dict[str, Any]]:
     }
 
 
+# The live policy's yardstick per round, and round 1's stages within (warm-up, then the candidate).
+LIVE = {1: [True, True, False, True, False, False], 2: [True, True, True, True, True, False]}
+WARMUP = [True, True, True, True, False, False]
+
+
 async def store_rounds(url: str) -> None:
     async with Store(url) as store:
         await store.migrate()
@@ -105,6 +110,20 @@ async def store_rounds(url: str) -> None:
                 outs = outputs(round_no, held_back=round_no == 2)
                 for name in PHASE_ORDER:
                     await repo.finish_phase(s, round_no, name, outs[name], complete_round=name == "publish")
+                stages = {"live": LIVE[round_no]} | (
+                    {"warmup": WARMUP, "candidate": LIVE[2]} if round_no == 1 else {}
+                )
+                for stage, passed in stages.items():
+                    for r in runs(passed):
+                        row = YardstickRunRow(
+                            round=round_no,
+                            stage=stage,
+                            task_id=r.task_id,
+                            env=r.env,
+                            level=r.level,
+                            passed=r.passed,
+                        )
+                        await repo_yardstick.add_run(s, row)
 
 
 @pytest.mark.anyio
@@ -139,10 +158,23 @@ async def test_report_gives_each_rounds_chain_from_yardstick_to_publish(
     assert first["train"]["chain_breaks"] == 0 and second["train"]["chain_breaks"] == 1
     assert first["train"]["infra_errors"] == 0 and second["train"]["infra_errors"] == 1
     assert first["publish"]["policy"] == "updated" and second["publish"]["policy"] == "held back"
+    # The yardstick by round: round 2 against round 1 (3/6 -> 5/6), paired over the same six tasks,
+    # and round 1 split into the warm-up's share (+1) and GRPO's (+1); every task's outcome listed.
+    assert (
+        "since_first" not in (first["yardstick_by_round"] or {})
+        or first["yardstick_by_round"]["since_first"] is None
+    )
+    change = second["yardstick_by_round"]["since_first"]
+    assert (change["gained"], change["lost"], change["tasks"]) == (2, 0, 6)
+    assert second["yardstick_by_round"]["since_previous"] == change
+    assert first["yardstick_by_round"]["warmup_change"]["gained"] == 1
+    assert first["yardstick_by_round"]["grpo_change"]["gained"] == 1
+    assert second["yardstick_by_round"]["outcomes"] == {f"t{i}": p for i, p in enumerate(LIVE[2])}
 
     assert await arena("report", "--rounds", "2") == 0
     text = capsys.readouterr().out
-    assert text.startswith("round 2 (completed)") and "round 1" not in text
+    assert text.startswith("yardstick by round") and "round 1 (" not in text
+    assert "since round 1     +0.33 [" in text and "(2 gained, 0 lost)" in text
     assert "yardstick   0.50 [" in text and "(3/6)" in text
     assert "publish     held back: yardstick 0.00 below" in text
     assert "raise     library: 18/20 passed" in text
@@ -178,7 +210,10 @@ async def test_status_shows_the_yardstick_the_fresh_tool_view_and_the_publish_de
         assert "round:      None" in _render_status(early)
     assert doc["last_completed_round"] == 2 and doc["last_yardstick"]["overall"]["n"] == 6
     assert doc["last_publish"]["policy"] == "held back"
+    # The last change, paired over the same tasks (round 2 against round 1 and its previous).
+    assert doc["last_yardstick"]["change_round"] == 2 and doc["last_yardstick"]["since_first"]["gained"] == 2
     text = _render_status(doc)
     assert "yardstick:  0.50 [" in text and "banking" in text
+    assert "since round 1                +0.33 [" in text and "(round 2, paired)" in text
     assert "fresh tasks (reference tools + 0 distractors (trainer.tool_subset)):" in text
     assert "publish:    held back (yardstick 0.00 below" in text

@@ -223,3 +223,28 @@ async def test_publish_holds_back_a_policy_worse_than_its_parent_and_records_the
     else:
         assert out["policy"] == "updated" and policy.loaded == [bad] and live is not None
         assert event.action == "publish.accepted" and event.detail["reason"] == "trainer.publish_gate is off"
+
+
+def test_the_history_compares_each_round_with_the_first_and_the_previous() -> None:
+    from ops.metrics import Metrics
+    from ops.yardstick_history import build_history, set_change_metrics, table
+
+    def live(passed: list[bool], policy: str) -> list[SimpleNamespace]:
+        return [SimpleNamespace(**vars(run(f"t{i}", p)), policy=policy) for i, p in enumerate(passed)]
+
+    stages = {
+        1: {"live": live([False] * 4, "base")},
+        2: {"live": live([True, False, False, False], "round-0001")},
+        3: {"live": live([True, True, True, False], "round-0002")},
+    }
+    history = build_history(stages)
+    assert [h.round for h in history] == [1, 2, 3]
+    assert history[0].since_first is None and history[0].since_previous is None
+    assert history[2].since_first is not None and history[2].since_first.gained == 3
+    assert history[2].since_previous is not None and history[2].since_previous.gained == 2
+    metrics = Metrics()
+    set_change_metrics(metrics, history[2])
+    value = metrics.registry.get_sample_value("arena_yardstick_change", {"since": "first", "bound": "value"})
+    assert value == pytest.approx(0.75)
+    rows = table(history)
+    assert len(rows) == 4 and rows[3].startswith("    3  0.75 [") and "+0.75 [" in rows[3]
