@@ -251,6 +251,11 @@ class RoundConfig(ConfigSection):
         description="Yardstick tasks per arena environment and level (easy, medium, hard): drawn once, "
         "never trained on, run greedily with every tool each round (0: no yardstick).",
     )
+    yardstick_after_warmup: bool = Field(
+        False,
+        description="TRAIN also measures the policy right after its SFT warm-up on the yardstick, so a "
+        "round's change splits into the warm-up's share and GRPO's (arena report; arena bench learn sets it).",
+    )
 
 
 class CurriculumConfig(ConfigSection):

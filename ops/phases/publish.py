@@ -34,6 +34,23 @@ from ops.phases.yardstick_scores import GateDecision, gate, publish_metrics
 log = structlog.get_logger(__name__)
 
 
+async def load_policy(ctx: PhaseContext, checkpoint: Path, step: int) -> str:
+    """Make `checkpoint` the policy the daemon runs (its local model, or the HTTP policy server);
+    returns where it went. PUBLISH makes a trained policy live with it, TRAIN measures a warm-up."""
+    from trainer.publish import LocalWeightPublisher
+
+    if ctx.config.models.policy.backend == "http":
+        publisher: Any = http_publisher(ctx)
+        target = publisher.base_url
+    else:
+        publisher = LocalWeightPublisher(await ctx.models.policy())
+        target = "local"
+    await publisher.publish(checkpoint, round_id=ctx.round, step=step)
+    ctx.models.policy_weights = checkpoint
+    log.info("publish.done", checkpoint=str(checkpoint), target=target)
+    return target
+
+
 def checkpoint_id(round_no: int) -> str:
     """The `checkpoints` row id of a round's published policy."""
     return f"round-{round_no:04d}"
@@ -57,7 +74,7 @@ class PublishPhase(BasePhase):
             return {**out, "policy": "unchanged"}
         await ctx.safe_point()
         ctx.progress(0, 1, "publishing weights")
-        target = await self._publish(ctx, Path(checkpoint), int(train.get("steps") or 0))
+        target = await load_policy(ctx, Path(checkpoint), int(train.get("steps") or 0))
         ctx.progress(1, 1)
         decision, candidate = await self._gate(ctx, train)
         public_decision, public = await self._public_gate(ctx, decision)
@@ -65,7 +82,7 @@ class PublishPhase(BasePhase):
             decision = decision.model_copy(update={"publish": False, "reason": public_decision.reason})
         if not decision.publish and train.get("parent_dir"):
             # Held back: the parent goes live again, and stays the policy the next round trains.
-            target = await self._publish(ctx, Path(train["parent_dir"]), 0)
+            target = await load_policy(ctx, Path(train["parent_dir"]), 0)
         protect = [Path(checkpoint)] + ([Path(train["parent_dir"])] if train.get("parent_dir") else [])
         pruned = await anyio.to_thread.run_sync(
             prune_round_dirs, checkpoints_dir(ctx), ctx.config.trainer.keep_rounds, protect
@@ -125,20 +142,6 @@ class PublishPhase(BasePhase):
         decision = gate(parent_runs, candidate_runs, enabled=True)
         log.info("publish.gate", publish=decision.publish, reason=decision.reason)
         return decision, candidate
-
-    async def _publish(self, ctx: PhaseContext, checkpoint: Path, step: int) -> str:
-        from trainer.publish import LocalWeightPublisher
-
-        if ctx.config.models.policy.backend == "http":
-            publisher: Any = http_publisher(ctx)
-            target = publisher.base_url
-        else:
-            publisher = LocalWeightPublisher(await ctx.models.policy())
-            target = "local"
-        await publisher.publish(checkpoint, round_id=ctx.round, step=step)
-        ctx.models.policy_weights = checkpoint
-        log.info("publish.done", checkpoint=str(checkpoint), target=target)
-        return target
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
         """Add the lineage row (published or held back) and the gate's decision with the done mark."""

@@ -29,7 +29,7 @@ from ops.phases.runtime import (
     sandbox_pool,
     trainer_config,
 )
-from ops.phases.warmup import training_envs, warmup_tasks
+from ops.phases.warmup import measure_warmup, training_envs, warmup_tasks
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +81,12 @@ def grpo_trainer_config(ctx: Any) -> Any:
 def _summary(result: Any) -> dict[str, Any]:
     data = result.model_dump(mode="json", exclude={"metrics"})
     data["last_step"] = result.metrics[-1].model_dump(mode="json") if result.metrics else None
+    # How far the sampler was from the trainer over the steps (`trainer.off_policy`).
+    kls = [m.sampler_kl for m in result.metrics if m.sampler_kl is not None]
+    peaks = [m.importance_ratio_peak for m in result.metrics if m.importance_ratio_peak is not None]
+    data["kl_per_token"] = sum(kls) / len(kls) if kls else None
+    data["kl_per_token_max"] = max(kls) if kls else None
+    data["ratio_peak"] = max(peaks) if peaks else None
     return data
 
 
@@ -104,6 +110,7 @@ class TrainPhase(BasePhase):
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
         from arena.tasks.model import Task
         from trainer.grpo import train_round
+        from trainer.memory import track_peak_rss
         from trainer.sft import needs_warmup, sft_warmup
 
         wanted = ctx.previous.get("synthesize", {}).get("tasks", [])
@@ -122,7 +129,8 @@ class TrainPhase(BasePhase):
         out = round_dir(ctx)
         on_step = step_observer(ctx)
         result: dict[str, Any] = {"parent": parent, "parent_dir": str(policy_dir), "tasks": len(tasks)}
-        async with sandbox_pool(ctx, needed=any(envs[t.env].sandboxed for t in tasks)) as pool:
+        needed = any(envs[t.env].sandboxed for t in tasks)
+        async with track_peak_rss() as peak, sandbox_pool(ctx, needed=needed) as pool:
             if needs_warmup(policy_dir, tconf):
                 warm, _ = await warmup_tasks(ctx, envs, await training_envs(ctx, envs))
                 result["warmup_tasks"] = dict(sorted(Counter(t.env for t in warm).items()))
@@ -141,6 +149,7 @@ class TrainPhase(BasePhase):
                 log.info("train.sft_done", steps=sft.total_steps, checkpoint=str(sft.policy_dir))
                 result["sft"] = _summary(sft)
                 policy_dir = sft.policy_dir
+                result["warmup_yardstick"] = await measure_warmup(ctx, envs, policy_dir, pool)
             ctx.progress(0, tconf.max_steps, "GRPO")
             helpers = await episode_helpers(ctx, tasks)
             # Simulated environments' tools, users and judge are the helper's to play.
@@ -179,4 +188,6 @@ class TrainPhase(BasePhase):
             "checkpoint": str(grpo.policy_dir),
             "reward_mean": grpo.reward_mean,
             "pass_rate": grpo.pass_rate,
+            # The process's resident peak over the warm-up and GRPO: what a machine must hold.
+            "peak_rss_mb": peak.mb,
         }

@@ -18,11 +18,14 @@ checkpoint of the round, once saved, is reused without training again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 
+from ops.phases import yardstick
 from ops.phases.base import PhaseContext
+from ops.phases.publish import checkpoint_id, load_policy
 from ops.phases.synth_requests import accept_outcome, graph_request, run_request
 
 log = structlog.get_logger(__name__)
@@ -110,3 +113,22 @@ def in_turn(tasks: list[Any], limit: int | None) -> list[Any]:
             if queue and len(picked) < limit:
                 picked.append(queue.pop(0))
     return picked
+
+
+async def measure_warmup(
+    ctx: PhaseContext, envs: dict[str, Any], policy_dir: Any, pool: Any
+) -> dict[str, Any] | None:
+    """The warmed-up policy on the yardstick (stage `warmup`), when `round.yardstick_after_warmup`.
+
+    It is loaded as the daemon's policy for the measurement; PUBLISH loads the round's candidate
+    (or its parent) afterwards, and a restarted daemon starts from the published policy anyway.
+    """
+    if not ctx.config.round.yardstick_after_warmup:
+        return None
+    tasks, levels = await yardstick.ensure_drawn(ctx, envs, [], pool)
+    if not tasks:
+        return None
+    ctx.progress(0, 0, "the warmed-up policy on the yardstick")
+    await load_policy(ctx, Path(policy_dir), 0)
+    policy = f"{checkpoint_id(ctx.round)}-warmup"
+    return await yardstick.measure(ctx, envs, tasks, levels, stage="warmup", policy=policy, pool=pool)

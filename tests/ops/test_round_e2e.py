@@ -35,6 +35,7 @@ def tiny(model: Path) -> dict[str, str]:
         "ARENA_ROUND__MAX_TOKENS_PER_TURN": "48",
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
         "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "1",
+        "ARENA_ROUND__YARDSTICK_AFTER_WARMUP": "true",
         # The agent's prompt (~3k tokens of evidence) is the slowest call of a CPU round; its
         # wiring runs in `make run` and diagnose's own real-model tests. Here: the statistical path.
         "ARENA_DIAGNOSIS__AGENT": "false",
@@ -122,6 +123,10 @@ async def test_one_real_round_with_admin_api_live(make_config, embedded_model_pa
     assert yard["policy"] == "base" and yard["tool_subset"] is None and ev["tool_subset"] == 1
     assert 1 <= yard["overall"]["n"] <= 3 and set(yard["envs"]) <= set(ev["arena"])
     assert outputs["publish"]["yardstick"]["overall"]["n"] == yard["overall"]["n"]
+    # ... and the warmed-up policy between them, so the round's change splits into two shares.
+    warm = train["warmup_yardstick"]
+    assert warm["stage"] == "warmup" and warm["policy"] == "round-0001-warmup"
+    assert warm["overall"]["n"] == yard["overall"]["n"]
     assert outputs["publish"]["gate"]["reason"]
     published = outputs["publish"]["policy"] == "updated"
     assert metric(exposition, "arena_publish_decisions_total") == 1
