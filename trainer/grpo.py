@@ -142,6 +142,27 @@ def _train_sync(
     trainer.train()
 
 
+def fit_step_to_tasks(config: TrainerConfig, tasks: int) -> TrainerConfig:
+    """`config` with no more groups per step than there are tasks.
+
+    The trainer draws `tasks_per_step` distinct prompts for a step and drops a step it cannot fill:
+    a round of one task under two groups per step would train nothing. A step of fewer groups
+    still trains; where that batch cannot split as configured (several processes), the round is
+    refused with the reason instead of silently training nothing.
+    """
+    if tasks >= config.tasks_per_step:
+        return config
+    fitted = config.model_copy(update={"tasks_per_step": tasks})
+    try:
+        fitted._check()
+    except ValueError as exc:
+        raise ValueError(
+            f"{tasks} trainable task(s) cannot fill a GRPO step of {config.tasks_per_step} groups: {exc}"
+        ) from None
+    log.info("grpo.step_fitted", tasks=tasks, tasks_per_step=tasks, configured=config.tasks_per_step)
+    return fitted
+
+
 async def train_round(
     round_id: int,
     tasks: Sequence[Task],
@@ -178,6 +199,7 @@ async def train_round(
     )
     if not prepared:
         raise ValueError(f"no trainable tasks for round {round_id} ({len(skipped)} skipped: {skipped[:3]})")
+    config = fit_step_to_tasks(config, len(prepared))
     simulated = sorted({p.task.env for p in prepared if p.env.kind == "simulated"})
     if simulated and simulator is None:
         raise ValueError(

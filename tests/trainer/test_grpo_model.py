@@ -112,9 +112,12 @@ async def test_one_grpo_step_changes_the_weights(
 
     monkeypatch.setattr(RolloutBridge, "build_output", recording)
     seen: list[StepMetrics] = []
+    # One task under two groups per step: the step shrinks to the one group instead of being
+    # dropped by the trainer's sampler (a round of one task once trained nothing).
+    config = tiny_config(tasks_per_step=2)
     with capture_logs() as logs:
         result = await train_round(
-            0, [letters_task()], embedded_model_path, tmp_path, tiny_config(), on_step=seen.append
+            0, [letters_task()], embedded_model_path, tmp_path, config, on_step=seen.append
         )
     assert result.steps == 1 and len(seen) == 1 and result.episodes == 4
     # The freed heap goes back to the OS after every step, not only after the round.
