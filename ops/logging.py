@@ -90,6 +90,9 @@ def configure_logging(
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric)
     # Library warnings (transformers' FutureWarnings) become log lines instead of raw stderr text.
+    # Off first: `captureWarnings(True)` does nothing while it believes capture is on, even after
+    # something else (a `warnings.catch_warnings` block) put its own `showwarning` back.
+    logging.captureWarnings(False)
     logging.captureWarnings(True)
     global _bars_off
     _bars_off = not _use_console(fmt, stream)

@@ -71,13 +71,15 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
     for i, (transcript, verdict) in enumerate(batch.episodes):
         if envs[i] == "weather":  # the helper played the tools and judged
             assert transcript.metadata["simulator"]["model"] and verdict.checks[0].kind == "rubric"
-        # Policy tokens are trained (unless the group scored alike: then nothing of it is), and
-        # nothing else ever is: not the helper's simulated tool results, not template glue.
+        # Policy tokens are trained (unless the group scored alike: then nothing of it is), except
+        # those a grammar forced, and nothing else ever is: not the helper's simulated tool
+        # results, not template glue. Which tokens a grammar forces depends on what was sampled.
         mask, position = rollout["env_mask"][i], 0
         trained_group = any(mask)
         for segment in transcript.chains[0].segments[1:]:
             span = mask[position : position + len(segment.token_ids)]
             policy = segment.kind == "policy" and trained_group
-            assert span == [int(policy)] * len(segment.token_ids)
+            forced = set(segment.forced) if segment.kind == "policy" else set()
+            assert span == [int(policy and k not in forced) for k in range(len(segment.token_ids))]
             position += len(segment.token_ids)
         assert position == len(mask)

@@ -196,6 +196,9 @@ def light_round(data_dir: Path) -> dict[str, str]:
         "ARENA_ROUND__MAX_TOKENS_PER_TURN": "48",
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
         "ARENA_TRAINER__BATCH_SIZE": "2",
+        # A warm-up of two tasks: the demo's 140 would be most of an hour here.
+        "ARENA_TRAINER__WARMUP_TASKS_PER_ENV": "1",
+        "ARENA_TRAINER__WARMUP_MAX_TASKS": "2",
         "ARENA_TRAINER__TOOL_SUBSET": "1",
         "ARENA_DAEMON__MAX_PHASE_FAILURES": "1",
         # Every environment's tools run in the sandbox, so its workers start under the filter too.
