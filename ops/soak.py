@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from arena.store import Store, check_integrity, repo
 from ops.config import ArenaConfig, load_config
 from ops.daemon import Daemon
+from ops.soak_faults import AdminLoad, AdminLoadReport, WorkerKiller
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
 
@@ -45,6 +46,8 @@ class RoundSample(BaseModel):
     rows: dict[str, int]
     data_dir_bytes: int
     metric_series: int
+    episodes: int = Field(0, description="Episodes the round committed (tasks × samples when none is lost).")
+    errored_episodes: int = 0
     integrity_problems: list[str] = Field(default_factory=list)
 
 
@@ -68,6 +71,12 @@ class SoakReport(BaseModel):
     orphans_after: int = 0
     children_after: int = 0
     integrity_problems: int = 0
+    worker_kills: dict[int, int] = Field(
+        default_factory=dict, description="Round -> sandbox worker pid killed."
+    )
+    episodes_lost: int = 0
+    episodes_duplicated: int = 0
+    admin_load: AdminLoadReport | None = None
     stalled: str | None = Field(None, description="Why the daemon paused itself, when it did.")
     seconds: float = 0.0
     notes: list[str] = Field(default_factory=list)
@@ -75,7 +84,9 @@ class SoakReport(BaseModel):
     @property
     def ok(self) -> bool:
         """Every round ran, no orphan during or after, and a clean store."""
-        return not (self.orphans_during or self.orphans_after or self.integrity_problems or self.stalled)
+        bad = self.orphans_during or self.orphans_after or self.integrity_problems or self.stalled
+        load_errors = sum(e.errors for e in self.admin_load.endpoints.values()) if self.admin_load else 0
+        return not (bad or self.episodes_lost or self.episodes_duplicated or load_errors)
 
 
 class SoakDaemon(Daemon):
@@ -83,10 +94,12 @@ class SoakDaemon(Daemon):
 
     samples: list[RoundSample]
     soak_store_files: set[Path]
+    round_windows: dict[int, tuple[float, float]]
 
     async def _run_round(self, round_no: int) -> None:
         started = time.monotonic()
         await super()._run_round(round_no)
+        self.round_windows[round_no] = (started, time.monotonic())
         self.samples.append(await measure(self, round_no, time.monotonic() - started))
 
 
@@ -110,7 +123,10 @@ async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSam
     proc = sample_process()
     async with daemon.store.transaction() as s:
         integrity = await check_integrity(s)
+        episodes = await repo.episodes_for_round(s, round_no)
     return RoundSample(
+        episodes=len(episodes),
+        errored_episodes=sum(e.finish == "error" for e in episodes),
         round=round_no,
         seconds=round(seconds, 4),
         rss_bytes=proc.rss_bytes,
@@ -170,6 +186,9 @@ def summarize(report: SoakReport) -> SoakReport:
     else:
         report.notes.append("no episode or task retention set: the store grows by design")
     report.orphans_during = sum(s.orphans for s in report.samples)
+    expected = report.work.tasks * report.work.samples
+    report.episodes_lost = sum(max(0, expected - s.episodes) for s in report.samples)
+    report.episodes_duplicated = sum(max(0, s.episodes - expected) for s in report.samples)
     report.integrity_problems = sum(len(s.integrity_problems) for s in report.samples)
     return report
 
@@ -183,9 +202,15 @@ async def run_soak(
     work: StandInWork | None = None,
     data_dir: Path | None = None,
     config_file: Path | None = None,
+    kill_worker_every: int = 0,
+    admin_load: AdminLoad | None = None,
 ) -> SoakReport:
-    """Run the soak; a scratch data directory unless `data_dir` is given."""
+    """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
+    SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API."""
     work = work or StandInWork()
+    if kill_worker_every and not work.call_seconds:
+        work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
+    killer = WorkerKiller(kill_worker_every) if kill_worker_every else None
     with tempfile.TemporaryDirectory(prefix="arena-soak-") as scratch:
         root = data_dir or Path(scratch)
         config = soak_config(root, database_url, keep_rounds, config_file)
@@ -196,12 +221,12 @@ async def run_soak(
             daemon = SoakDaemon(
                 config, phases=standin_phases(work), store=store, max_rounds=rounds, handle_signals=False
             )
-            daemon.samples = []
+            daemon.samples, daemon.round_windows = [], {}
             sqlite = config.database_url.split("///", 1)[-1]
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}
             subreaper = set_subreaper(True)
             try:
-                stalled = await _run_watched(daemon)
+                stalled = await _run_watched(daemon, [x for x in (killer, admin_load) if x is not None])
                 await anyio.sleep(0.2)  # the last sandboxes' namespaces are torn down
                 after = sample_process()
             finally:
@@ -222,6 +247,8 @@ async def run_soak(
             children_after=after.children,
             seconds=round(time.monotonic() - started, 2),
             stalled=stalled,
+            worker_kills=killer.kills if killer is not None else {},
+            admin_load=admin_load.report(daemon.round_windows) if admin_load is not None else None,
         )
         if not subreaper:
             report.notes.append(
@@ -230,9 +257,9 @@ async def run_soak(
         return summarize(report)
 
 
-async def _run_watched(daemon: SoakDaemon) -> str | None:
-    """Run the daemon; should it pause itself (a phase failing again and again), stop it and
-    return why: an operator would be called, so the soak has failed."""
+async def _run_watched(daemon: SoakDaemon, beside: list[Any]) -> str | None:
+    """Run the daemon (and `beside` it, each one's `run(daemon)`); should it pause itself (a
+    phase failing again and again), stop it and return why: an operator would be called."""
     stalled: str | None = None
     async with anyio.create_task_group() as tg:
 
@@ -245,6 +272,8 @@ async def _run_watched(daemon: SoakDaemon) -> str | None:
             await daemon.stop("soak")
 
         tg.start_soon(watch)
+        for extra in beside:
+            tg.start_soon(extra.run, daemon)
         await daemon.run()
         tg.cancel_scope.cancel()
     return stalled

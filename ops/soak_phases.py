@@ -31,7 +31,13 @@ from ops.phases.episodes import EpisodeResult, WorkItem, run_work_items, store_t
 from ops.phases.runtime import checkpoints_dir, prune_round_dirs, round_dir, sandbox_pool
 
 # The sandboxed work of one stand-in episode: a tiny program, run in a confined worker.
-PROGRAM = "def main(p):\n    return sum(p['key'].encode()) % 97\n"
+PROGRAM = (
+    "def main(p):\n"
+    "    if p['sleep']:\n"
+    "        import time\n"
+    "        time.sleep(p['sleep'])\n"
+    "    return sum(p['key'].encode()) % 97\n"
+)
 
 
 class StandInWork(BaseModel):
@@ -44,6 +50,7 @@ class StandInWork(BaseModel):
     transcript_bytes: int = Field(2048, ge=0, description="Bytes of scripted transcript per episode.")
     checkpoint_kb: int = Field(64, ge=1, description="Size of the stand-in checkpoint file per round.")
     yardstick_tasks: int = Field(4, ge=1, description="Yardstick tasks drawn once.")
+    call_seconds: float = Field(0.0, ge=0, le=5, description="Seconds each sandboxed call sleeps.")
 
 
 def _reward(*parts: object) -> float:
@@ -92,7 +99,9 @@ class StandInEvaluate(BasePhase):
 
                 key = f"{ctx.round}/{item.task_id}/{item.sample_idx}"
                 try:
-                    value = await pool.run_program(PROGRAM, "main", {"key": key})
+                    value = await pool.run_program(
+                        PROGRAM, "main", {"key": key, "sleep": self.work.call_seconds}
+                    )
                 except SandboxViolation as exc:  # a killed worker: the episode fails, the round goes on
                     ctx.metrics.record_episode(item.env, "error", 0.0)
                     return EpisodeResult(

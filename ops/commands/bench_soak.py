@@ -15,6 +15,7 @@ import anyio
 from ops.cli import Cli, CliError
 from ops.commands.envs import quiet_logs
 from ops.soak import FIGURES, SoakReport, run_soak
+from ops.soak_faults import AdminLoad
 from ops.soak_phases import StandInWork
 
 
@@ -23,6 +24,10 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
     quiet_logs()
     if args.rounds < 1:
         raise CliError("--rounds must be at least 1")
+    load = None
+    if args.admin_load:
+        start = args.admin_load_from or max(2, args.rounds // 3)
+        load = AdminLoad(args.admin_load, args.admin_load_seconds, start)
     work = StandInWork(tasks=args.tasks, samples=args.samples, new_env_every=args.new_env_every)
     try:
         report = anyio.run(
@@ -33,6 +38,8 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
                 keep_rounds=args.keep_rounds,
                 work=work,
                 config_file=args.config,
+                kill_worker_every=args.kill_worker_every,
+                admin_load=load,
             )
         )
     except ValueError as exc:
@@ -61,6 +68,16 @@ def _print(report: SoakReport) -> None:
     )
     print(f"orphaned processes: {report.orphans_during} during, {report.orphans_after} after")
     print(f"integrity problems: {report.integrity_problems}; children after the run: {report.children_after}")
+    if report.worker_kills:
+        print(
+            f"sandbox workers killed mid-call: {len(report.worker_kills)} (rounds {sorted(report.worker_kills)})"
+        )
+    print(f"episodes lost / duplicated: {report.episodes_lost} / {report.episodes_duplicated}")
+    if report.admin_load is not None:
+        load = report.admin_load
+        for path, e in load.endpoints.items():
+            print(f"{path}: {e.requests} requests, {e.errors} errors, p50 {e.p50_ms} ms, p99 {e.p99_ms} ms")
+        print(f"round time loaded / unloaded: {load.round_seconds_loaded} / {load.round_seconds_unloaded} s")
     for note in report.notes:
         print(f"note: {note}")
     print("OK" if report.ok else "FAILED")
@@ -90,5 +107,13 @@ def register(cli: Cli) -> None:
     p.add_argument("--tasks", type=int, default=6, help="stand-in tasks per round (default 6)")
     p.add_argument("--samples", type=int, default=2, help="episodes per task (default 2)")
     p.add_argument("--new-env-every", type=int, default=0, help="add a stand-in environment every N rounds")
+    p.add_argument(
+        "--kill-worker-every", type=int, default=0, help="SIGKILL a sandbox worker mid-call every N rounds"
+    )
+    p.add_argument(
+        "--admin-load", type=float, default=0, help="scrape /metrics and /status at this rate (req/s)"
+    )
+    p.add_argument("--admin-load-seconds", type=float, default=60, help="for this long (default 60 s)")
+    p.add_argument("--admin-load-from", type=int, default=None, help="from this round (default: a third in)")
     p.add_argument("--config", type=Path, default=None, help="a configuration file to start from")
     p.set_defaults(func=cmd_bench_soak)

@@ -33,6 +33,33 @@ def test_a_short_soak_measures_every_round_and_finds_no_orphan(capsys: pytest.Ca
     assert set(report["growth_per_round"]) >= {"rss_bytes", "open_fds", "threads", "store_bytes"}
 
 
+def test_workers_killed_mid_call_and_admin_load_lose_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "--rounds",
+        "3",
+        "--keep-rounds",
+        "1",
+        "--tasks",
+        "2",
+        "--samples",
+        "2",
+        "--kill-worker-every",
+        "2",
+    ]
+    load = ["--admin-load", "20", "--admin-load-seconds", "0.5", "--admin-load-from", "1"]
+    code = main(["bench", "soak", "--json", *args, *load])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"], report
+    assert list(report["worker_kills"]) == ["2"]  # killed in round 2's EVALUATE, mid-call
+    killed_round = report["samples"][1]
+    assert killed_round["episodes"] == 4 and killed_round["errored_episodes"] >= 1
+    assert report["episodes_lost"] == report["episodes_duplicated"] == 0
+    assert report["orphans_during"] == report["orphans_after"] == 0
+    endpoints = report["admin_load"]["endpoints"]
+    assert sum(e["requests"] for e in endpoints.values()) == 10
+    assert all(e["errors"] == 0 for e in endpoints.values())
+
+
 def test_growth_is_the_slope_after_the_warmup() -> None:
     def sample(r: int, rss: int, store: int) -> dict[str, object]:
         return {
@@ -47,6 +74,7 @@ def test_growth_is_the_slope_after_the_warmup() -> None:
             "rows": {},
             "data_dir_bytes": 0,
             "metric_series": 100,
+            "episodes": 12,  # StandInWork(): 6 tasks x 2 samples
         }
 
     samples = [sample(r, 1000 + (500 if r <= 2 else r), 100 * min(r, 3)) for r in range(1, 9)]
