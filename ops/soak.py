@@ -27,6 +27,7 @@ from ops.daemon import Daemon
 from ops.soak_faults import AdminLoad, AdminLoadReport, WorkerKiller
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
+from ops.soak_train import DiskFaults
 
 log = structlog.get_logger(__name__)
 FIGURES = ("rss_bytes", "open_fds", "threads", "children", "store_bytes", "data_dir_bytes", "metric_series")
@@ -74,6 +75,10 @@ class SoakReport(BaseModel):
     worker_kills: dict[int, int] = Field(
         default_factory=dict, description="Round -> sandbox worker pid killed."
     )
+    disk: DiskFaults = Field(default_factory=DiskFaults)
+    phase_failures: dict[str, int] = Field(
+        default_factory=dict, description="Failed phase attempts the daemon retried by itself, by phase."
+    )
     episodes_lost: int = 0
     episodes_duplicated: int = 0
     admin_load: AdminLoadReport | None = None
@@ -86,7 +91,8 @@ class SoakReport(BaseModel):
         """Every round ran, no orphan during or after, and a clean store."""
         bad = self.orphans_during or self.orphans_after or self.integrity_problems or self.stalled
         load_errors = sum(e.errors for e in self.admin_load.endpoints.values()) if self.admin_load else 0
-        return not (bad or self.episodes_lost or self.episodes_duplicated or load_errors)
+        lost = self.episodes_lost or self.episodes_duplicated or self.disk.half_written_loaded
+        return not (bad or lost or load_errors)
 
 
 class SoakDaemon(Daemon):
@@ -148,7 +154,12 @@ def soak_config(
     """The soak's configuration: a scratch data directory, an ephemeral loopback admin port;
     `keep_rounds` sets every `store.keep_*_rounds` and `trainer.keep_rounds` (None: the file's or
     the defaults)."""
-    env = {"ARENA_DATA_DIR": str(data_dir), "ARENA_ADMIN__ADDRESS": "127.0.0.1:0"}
+    # A failed phase (a fault the soak injects) is retried after 0.1 s rather than the default 5 s.
+    env = {
+        "ARENA_DATA_DIR": str(data_dir),
+        "ARENA_ADMIN__ADDRESS": "127.0.0.1:0",
+        "ARENA_DAEMON__RETRY_BACKOFF_S": "0.1",
+    }
     if database_url:
         env["ARENA_DATABASE_URL"] = database_url
     if keep_rounds is not None:
@@ -204,13 +215,16 @@ async def run_soak(
     config_file: Path | None = None,
     kill_worker_every: int = 0,
     admin_load: AdminLoad | None = None,
+    enospc_every: int = 0,
 ) -> SoakReport:
     """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
-    SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API."""
+    SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API;
+    `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`)."""
     work = work or StandInWork()
     if kill_worker_every and not work.call_seconds:
         work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
     killer = WorkerKiller(kill_worker_every) if kill_worker_every else None
+    disk = DiskFaults(enospc_every=enospc_every)
     with tempfile.TemporaryDirectory(prefix="arena-soak-") as scratch:
         root = data_dir or Path(scratch)
         config = soak_config(root, database_url, keep_rounds, config_file)
@@ -219,7 +233,11 @@ async def run_soak(
         try:
             await _refuse_a_used_store(store)
             daemon = SoakDaemon(
-                config, phases=standin_phases(work), store=store, max_rounds=rounds, handle_signals=False
+                config,
+                phases=standin_phases(work, disk),
+                store=store,
+                max_rounds=rounds,
+                handle_signals=False,
             )
             daemon.samples, daemon.round_windows = [], {}
             sqlite = config.database_url.split("///", 1)[-1]
@@ -248,6 +266,8 @@ async def run_soak(
             seconds=round(time.monotonic() - started, 2),
             stalled=stalled,
             worker_kills=killer.kills if killer is not None else {},
+            disk=disk,
+            phase_failures=_phase_failures(daemon),
             admin_load=admin_load.report(daemon.round_windows) if admin_load is not None else None,
         )
         if not subreaper:
@@ -255,6 +275,15 @@ async def run_soak(
                 "could not become a child subreaper: orphans re-parented to init are not seen"
             )
         return summarize(report)
+
+
+def _phase_failures(daemon: SoakDaemon) -> dict[str, int]:
+    registry = daemon.metrics.registry
+    counts = {
+        p.name: registry.get_sample_value("arena_phase_failures_total", {"phase": p.name})
+        for p in daemon.phases
+    }
+    return {name: int(n) for name, n in counts.items() if n}
 
 
 async def _run_watched(daemon: SoakDaemon, beside: list[Any]) -> str | None:

@@ -3,8 +3,8 @@
 Nothing here evaluates or trains a model; every class is named `StandIn…`. What they do goes
 through what a real round goes through, at a small size: fresh tasks and episodes committed by the
 real work-item runner, each episode a real sandboxed call (`ops.phases.runtime.sandbox_pool`), a
-drawn yardstick and its runs, a diagnosis, curriculum state and audit events, a checkpoint folder
-in the data directory pruned as PUBLISH prunes (`trainer.keep_rounds`), and the metrics a round
+drawn yardstick and its runs, a diagnosis, curriculum state and audit events, a checkpoint saved by
+the trainer's atomic save and pruned as PUBLISH prunes (`ops.soak_train`), and the metrics a round
 sets. Rewards are a hash of the round, task and sample: the same on every run.
 """
 
@@ -13,12 +13,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import (
-    CheckpointRow,
     CurriculumStateRow,
     TaskRow,
     YardstickRunRow,
@@ -28,7 +26,8 @@ from arena.store import (
 )
 from ops.phases.base import PHASE_ORDER, BasePhase, PhaseContext
 from ops.phases.episodes import EpisodeResult, WorkItem, run_work_items, store_tasks
-from ops.phases.runtime import checkpoints_dir, prune_round_dirs, round_dir, sandbox_pool
+from ops.phases.runtime import sandbox_pool
+from ops.soak_train import DiskFaults
 
 # The sandboxed work of one stand-in episode: a tiny program, run in a confined worker.
 PROGRAM = (
@@ -169,58 +168,16 @@ class StandInStep(BasePhase):
             await repo.record_event(session, "curriculum", "difficulty.hold", {"round": ctx.round})
 
 
-class StandInTrain(BasePhase):
-    """TRAIN's shape: a checkpoint folder of `checkpoint_kb` in the data directory, and its row."""
+def standin_phases(work: StandInWork | None = None, faults: DiskFaults | None = None) -> list[BasePhase]:
+    """The six stand-in phases, in the daemon's order (`ops.soak_train` for TRAIN and PUBLISH)."""
+    from ops.soak_train import StandInPublish, StandInTrain
 
-    name = "train"
-
-    def __init__(self, work: StandInWork) -> None:
-        self.work = work
-
-    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        folder = round_dir(ctx) / "step-1"
-        block = hashlib.sha256(str(ctx.round).encode()).digest() * 32  # 1 KiB
-        await anyio.to_thread.run_sync(_write_checkpoint, folder, block * self.work.checkpoint_kb)
-        return {"checkpoint": f"round-{ctx.round:04d}", "path": str(folder)}
-
-    async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
-        row = CheckpointRow(id=output["checkpoint"], round=ctx.round, path=output["path"])
-        await repo.add_checkpoint(session, row)
-
-
-def _write_checkpoint(folder: Any, data: bytes) -> None:
-    """Written to a temporary name and renamed: a crash never leaves half a checkpoint."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "model.safetensors.tmp"
-    tmp.write_bytes(data)
-    tmp.replace(folder / "model.safetensors")
-
-
-class StandInPublish(BasePhase):
-    """PUBLISH's shape: the round's checkpoint becomes the live policy, old round folders go."""
-
-    name = "publish"
-
-    async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        trained = ctx.previous.get("train", {})
-        keep = ctx.config.trainer.keep_rounds
-        pruned = await anyio.to_thread.run_sync(
-            prune_round_dirs, checkpoints_dir(ctx), keep, [round_dir(ctx)]
-        )
-        ctx.metrics.publish_decisions.labels(decision="published").inc()
-        return {"policy": trained.get("checkpoint"), "pruned": len(pruned)}
-
-    async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
-        trained = ctx.previous.get("train", {})
-        if trained.get("checkpoint"):
-            row = CheckpointRow(
-                id=trained["checkpoint"], round=ctx.round, path=trained["path"], published=True
-            )
-            await repo.add_checkpoint(session, row)
-
-
-def standin_phases(work: StandInWork | None = None) -> list[BasePhase]:
-    """The six stand-in phases, in the daemon's order."""
     work = work or StandInWork()
+    faults = faults or DiskFaults()
     steps = [StandInStep(name, work) for name in PHASE_ORDER[1:4]]
-    return [StandInEvaluate(work), *steps, StandInTrain(work), StandInPublish()]
+    return [
+        StandInEvaluate(work),
+        *steps,
+        StandInTrain(work.checkpoint_kb, faults),
+        StandInPublish(work.checkpoint_kb, faults),
+    ]

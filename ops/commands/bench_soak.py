@@ -40,6 +40,7 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
                 config_file=args.config,
                 kill_worker_every=args.kill_worker_every,
                 admin_load=load,
+                enospc_every=args.enospc_every,
             )
         )
     except ValueError as exc:
@@ -73,6 +74,10 @@ def _print(report: SoakReport) -> None:
             f"sandbox workers killed mid-call: {len(report.worker_kills)} (rounds {sorted(report.worker_kills)})"
         )
     print(f"episodes lost / duplicated: {report.episodes_lost} / {report.episodes_duplicated}")
+    if report.disk.injected:
+        print(
+            f"checkpoint saves on a full disk: {len(report.disk.injected)}, half-written loaded: {report.disk.half_written_loaded}"
+        )
     if report.admin_load is not None:
         load = report.admin_load
         for path, e in load.endpoints.items():
@@ -112,6 +117,9 @@ def register(cli: Cli) -> None:
     )
     p.add_argument(
         "--admin-load", type=float, default=0, help="scrape /metrics and /status at this rate (req/s)"
+    )
+    p.add_argument(
+        "--enospc-every", type=int, default=0, help="a full disk during every N-th round's checkpoint save"
     )
     p.add_argument("--admin-load-seconds", type=float, default=60, help="for this long (default 60 s)")
     p.add_argument("--admin-load-from", type=int, default=None, help="from this round (default: a third in)")
