@@ -43,6 +43,7 @@ class RoundSample(BaseModel):
     threads: int
     children: int
     orphans: int
+    adopted_reaped: int = Field(0, description="Adopted processes already dead (reaped, not orphans).")
     store_bytes: int
     rows: dict[str, int]
     data_dir_bytes: int
@@ -140,6 +141,7 @@ async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSam
         threads=proc.threads,
         children=proc.children,
         orphans=len(proc.orphans),
+        adopted_reaped=proc.reaped,
         store_bytes=await store_bytes(daemon.store, daemon.soak_store_files),
         rows=integrity.counts,
         data_dir_bytes=tree_bytes(daemon.config.data.dir, daemon.soak_store_files),

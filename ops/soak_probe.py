@@ -4,7 +4,10 @@ Resident memory, open file descriptors, OS threads, live child processes and orp
 makes its process a child subreaper (`PR_SET_CHILD_SUBREAPER`) for the run, so any process it
 started that lost its parent (a sandbox's bubblewrap child whose worker was killed, say) is
 re-parented to it instead of to init, and is found here as an *adopted* child: one the soak never
-started itself (the processes it starts, bubblewrap, lead sessions of their own).
+started itself (the processes it starts, bubblewrap, lead sessions of their own; a sandbox's inner
+bubblewrap, PID 1 of its namespace, leads one too but is told apart by its namespace). An adopted
+child still running is an orphan; one already dead (a sandbox's init re-parented while it was being
+torn down) is reaped, as init would have, and only counted.
 """
 
 from __future__ import annotations
@@ -69,7 +72,8 @@ class ProcessSample(BaseModel):
     open_fds: int
     threads: int
     children: int  # live processes below the soak (sandbox workers with their sandboxes)
-    orphans: list[int]  # adopted processes (see the module's docstring), zombies included
+    orphans: list[int]  # adopted processes still running (see the module's docstring)
+    reaped: int = 0  # adopted processes that had died (a dying sandbox's init, re-parented on its way out)
 
 
 def sample_process() -> ProcessSample:
@@ -79,9 +83,9 @@ def sample_process() -> ProcessSample:
     )
     me = os.getpid()
     below = descendants(process_table(), me)
-    adopted = [row for row in below if row.ppid == me and row.pid != row.pgid]
+    adopted = [row for row in below if row.ppid == me and (row.pid != row.pgid or _namespace_init(row.pid))]
     for row in adopted:
-        if row.state == "Z":
+        if row.state == "Z":  # died after it was adopted: the kernel would have had init reap it
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(row.pid, os.WNOHANG)
     return ProcessSample(
@@ -89,8 +93,18 @@ def sample_process() -> ProcessSample:
         open_fds=len(os.listdir("/proc/self/fd")),
         threads=int(status["Threads"]),
         children=sum(1 for row in below if row.state != "Z"),
-        orphans=[row.pid for row in adopted],
+        orphans=[row.pid for row in adopted if row.state != "Z"],
+        reaped=sum(row.state == "Z" for row in adopted),
     )
+
+
+def _namespace_init(pid: int) -> bool:
+    """Whether `pid` is PID 1 of a PID namespace of its own (a sandbox's inner bubblewrap)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("NSpid:") and len(line.split()) > 2 for line in status.splitlines())
 
 
 def set_subreaper(on: bool) -> bool:
