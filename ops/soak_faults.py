@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from ops.soak_probe import descendants, process_table
 
 log = structlog.get_logger(__name__)
+MAX_IN_FLIGHT = 32
 
 
 def busy_sandbox_worker() -> int | None:
@@ -64,6 +65,7 @@ class EndpointLoad(BaseModel):
 
     requests: int = 0
     errors: int = 0
+    dropped: int = Field(0, description="Requests not sent: the client already had the most in flight.")
     p50_ms: float | None = None
     p99_ms: float | None = None
     max_ms: float | None = None
@@ -82,12 +84,15 @@ class AdminLoadReport(BaseModel):
 
 
 class AdminLoad:
-    """`/metrics` and `/status` in turn at `rate` requests/s for `seconds`, from round `start_round`."""
+    """`/metrics` and `/status` in turn at `rate` requests/s for `seconds`, from round `start_round`;
+    at most `MAX_IN_FLIGHT` at once (the others are counted as dropped)."""
 
     def __init__(self, rate: float, seconds: float, start_round: int) -> None:
         self.rate, self.seconds, self.start_round = rate, seconds, start_round
         self.latencies: dict[str, list[float]] = {"/metrics": [], "/status": []}
         self.errors: dict[str, int] = {"/metrics": 0, "/status": 0}
+        self.dropped: dict[str, int] = {"/metrics": 0, "/status": 0}
+        self.in_flight = 0
         self.window: tuple[float, float] | None = None
 
     async def run(self, daemon: Any) -> None:
@@ -107,17 +112,26 @@ class AdminLoad:
                     delay = begun + i / self.rate - time.monotonic()
                     if delay > 0:
                         await anyio.sleep(delay)
-                    tg.start_soon(self._one, client, "/metrics" if i % 2 == 0 else "/status")
+                    if time.monotonic() - begun > self.seconds:
+                        break  # bounded in time as in count: a slow server gets fewer requests
+                    path = "/metrics" if i % 2 == 0 else "/status"
+                    if self.in_flight >= MAX_IN_FLIGHT:
+                        self.dropped[path] += 1  # never a pile-up behind a stalled server
+                        continue
+                    tg.start_soon(self._one, client, path)
         finally:  # the rounds may end first: the window is what ran
             self.window = (begun, time.monotonic())
 
     async def _one(self, client: httpx.AsyncClient, path: str) -> None:
         started = time.perf_counter()
+        self.in_flight += 1
         try:
             resp = await client.get(path)
             ok = resp.status_code == 200
         except httpx.HTTPError:
             ok = False
+        finally:
+            self.in_flight -= 1
         self.latencies[path].append((time.perf_counter() - started) * 1000)
         if not ok:
             self.errors[path] += 1
@@ -130,6 +144,7 @@ class AdminLoad:
             out.endpoints[path] = EndpointLoad(
                 requests=len(values),
                 errors=self.errors[path],
+                dropped=self.dropped[path],
                 p50_ms=round(ordered[len(ordered) // 2], 2) if ordered else None,
                 p99_ms=round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2)
                 if ordered
