@@ -50,6 +50,30 @@ class StoreConfig(ConfigSection):
         description="Rounds whose episode transcripts stay in the store; older ones are emptied after "
         "each round (rewards and verdicts stay). None keeps every transcript.",
     )
+    keep_episode_rounds: int | None = Field(
+        50,
+        ge=1,
+        description="Rounds whose episodes stay in the store; older ones are deleted between rounds "
+        "(round summaries, phase outputs and the curriculum's history stay). None keeps every episode.",
+    )
+    keep_task_rounds: int | None = Field(
+        50,
+        ge=1,
+        description="Rounds whose fresh tasks stay in the store; older ones no stored episode refers to "
+        "are deleted between rounds (the yardstick's tasks always stay). None keeps every task.",
+    )
+    keep_event_rounds: int | None = Field(
+        200,
+        ge=1,
+        description="Rounds of audit-log events kept: events from before the oldest kept round's start "
+        "are deleted between rounds (the transcript-pruning watermark stays). None keeps every event.",
+    )
+    keep_yardstick_rounds: int | None = Field(
+        None,
+        ge=1,
+        description="Rounds whose yardstick and public-yardstick runs stay (the first measured round "
+        "always stays, for the change since round 1). None keeps every run: arena report's full history.",
+    )
 
     @field_validator("url")
     @classmethod

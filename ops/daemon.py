@@ -307,17 +307,17 @@ class Daemon:
             self.metrics.rounds.inc()
             self.metrics.last_round_completed.set(time.time())
             log.info("round.completed")
-            await self._prune_transcripts(round_no)
+            await self._prune()
 
-    async def _prune_transcripts(self, round_no: int) -> None:
-        """Keep the transcripts of the newest `store.keep_transcript_rounds` rounds only."""
-        keep = self.config.store.keep_transcript_rounds
-        if keep is None or round_no - keep < 1:
-            return
+    async def _prune(self) -> None:
+        """Retention (`store.keep_*_rounds`) at the safe point between rounds: nothing a resumed
+        round needs is touched (`arena.store.retention` says what is always kept)."""
+        from arena.store.retention import Retention, prune
+
         async with self.store.transaction() as s:
-            emptied = await repo.prune_transcripts(s, round_no - keep)
-        if emptied:
-            log.info("store.transcripts_pruned", through_round=round_no - keep, episodes=emptied)
+            pruned = await prune(s, Retention.of_settings(self.config.store))
+        if pruned.total:
+            log.info("store.pruned", **pruned.model_dump())
 
     async def _run_phase(
         self, round_no: int, phase: Phase, previous: dict[str, dict[str, Any]], *, last: bool

@@ -30,6 +30,45 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    else:  # the controller: every process of the run inherits the mark (`tests/leftovers.py`)
+        from tests import leftovers
+
+        os.environ[leftovers.MARK] = uuid.uuid4().hex
+        config.stash[_SINCE] = leftovers.boot_ticks_now()
+
+
+_SINCE = pytest.StashKey[int]()
+_FOUND = pytest.StashKey[tuple[dict[int, str], dict[int, str]]]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No process the suite started may outlive it: wait for them a little, kill what is left.
+
+    Runs in the controller after the xdist workers are gone; what it found is reported in the
+    summary, and fails the run when `ARENA_TEST_LEFTOVERS=fail`.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") or _SINCE not in session.config.stash:
+        return
+    from tests import leftovers
+
+    found = leftovers.settle(os.environ[leftovers.MARK], session.config.stash[_SINCE])
+    session.config.stash[_FOUND] = found
+    if any(found) and os.environ.get("ARENA_TEST_LEFTOVERS") == "fail":
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Name the processes the suite left behind (see `pytest_sessionfinish`)."""
+    marked, suspects = config.stash.get(_FOUND, ({}, {}))
+    if marked:
+        terminalreporter.write_line(
+            f"processes started by the suite left running (killed): {marked}", red=True
+        )
+    if suspects:
+        terminalreporter.write_line(
+            f"orphaned bwrap processes started during the run: {suspects}", yellow=True
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

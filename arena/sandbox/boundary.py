@@ -62,6 +62,17 @@ def find_bwrap() -> str | None:
     return shutil.which("bwrap") or (shutil.which("bwrap", path="/usr/bin:/bin"))
 
 
+def interpreter() -> str:
+    """The interpreter a worker runs: `sys.executable` with its folder's symlinks resolved.
+
+    The sandbox binds real paths only, so a virtual environment reached through a symlinked folder
+    (`.venv -> /srv/venv`) must be started by its real folder's path; the file itself stays a
+    symlink, so the interpreter still finds its `pyvenv.cfg`.
+    """
+    folder, name = os.path.split(sys.executable)
+    return os.path.join(os.path.realpath(folder), name)
+
+
 def minimal_roots(paths: list[str]) -> list[str]:
     """Existing, absolute, real paths with every path already covered by another one removed."""
     real: set[str] = set()
@@ -164,7 +175,7 @@ def probe() -> Boundary:
             bwrap=bwrap,
             user_namespace=user_ns,
         )
-    argv, _ = command([sys.executable, "-S", "-c", "pass"], disk_mb=1, bwrap=bwrap, user_namespace=user_ns)
+    argv, _ = command([interpreter(), "-S", "-c", "pass"], disk_mb=1, bwrap=bwrap, user_namespace=user_ns)
     try:
         done = subprocess.run(
             argv,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +82,7 @@ class WorkerProcess:
         # binds): the worker drops to a private uid no other process uses instead.
         uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) if is_root else None
         argv, readable = boundary.command(
-            [sys.executable, "-s", "-m", "arena.sandbox.worker"],
+            [boundary.interpreter(), "-s", "-m", "arena.sandbox.worker"],
             disk_mb=limits.disk_mb,
             bwrap=found.bwrap,
             user_namespace=not is_root,
@@ -96,15 +96,18 @@ class WorkerProcess:
             "PATH": "/nonexistent",
         }
         try:
-            proc = await anyio.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None if debug else subprocess.DEVNULL,
-                cwd="/",
-                env=env,
-                start_new_session=True,
-            )
+            # Shielded: a cancellation while the process starts would kill bubblewrap before its
+            # sandbox is tied to it, without a handle to clean up after it (see `destroy`).
+            with anyio.CancelScope(shield=True):
+                proc = await anyio.open_process(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=None if debug else subprocess.DEVNULL,
+                    cwd="/",
+                    env=env,
+                    start_new_session=True,
+                )
         except OSError as exc:
             raise SandboxStartError(f"cannot start a sandbox worker: {exc}") from exc
         worker = cls(proc, uid=uid)
@@ -189,19 +192,61 @@ class WorkerProcess:
     async def destroy(self) -> None:
         """Kill the worker and everything it started. Never raises.
 
-        Killing bubblewrap is enough: its PID 1 inside the sandbox dies with it (parent-death
-        signal), and the kernel then kills every process of the sandbox's PID namespace, however
-        they were started or re-parented.
+        Killing bubblewrap is almost enough: its PID 1 inside the sandbox dies with it
+        (parent-death signal), and the kernel then kills every process of the sandbox's PID
+        namespace, however they were started or re-parented. Almost: bubblewrap's child arms that
+        signal only once its parent lets it go on, so a worker killed while it starts (a cancelled
+        start, a pool shutting down while it tops up its spares) left that child behind, asleep
+        and re-parented to init, one per kill. Until it goes on, the child is still in bubblewrap's
+        process group (the worker's own session): the whole group is killed, and whatever of it
+        outlived bubblewrap is killed after it (`kill_group_remnants`).
         """
         with anyio.CancelScope(shield=True):
+            pid = self.proc.pid
             if self.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     self.proc.kill()
             with anyio.move_on_after(5):
                 await self.proc.wait()
+            kill_group_remnants(pid)
             with anyio.move_on_after(1):
                 with contextlib.suppress(OSError):
                     await self.proc.aclose()
+
+
+def kill_group_remnants(pgid: int) -> list[int]:
+    """SIGKILL the processes left in process group `pgid` once its leader is gone; returns them.
+
+    Only while no process has the pid `pgid` (its leader, bubblewrap, was reaped): the kernel
+    never hands out a pid that is still some group's id, so these are the group's own members.
+    """
+    if os.path.exists(f"/proc/{pgid}"):
+        return []
+    killed = []
+    for pid in _group_members(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    return killed
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after it.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
 
 
 def _namespace_layers(found: boundary.Boundary, is_root: bool, limits: SandboxLimits) -> dict[str, str]:

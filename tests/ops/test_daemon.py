@@ -133,8 +133,8 @@ async def test_rounds_keep_only_the_newest_transcripts(make_config, fakes, run_d
     with capture_logs() as logs:
         async with run_daemon(daemon):
             pass
-    pruned = [e for e in logs if e["event"] == "store.transcripts_pruned"]
-    assert [(e["through_round"], e["episodes"]) for e in pruned] == [(1, 8)]
+    pruned = [e for e in logs if e["event"] == "store.pruned"]
+    assert [(e["newest_round"], e["transcripts"]) for e in pruned] == [(3, 8)]
     async with Store(config.database_url) as store, store.transaction() as s:
         episodes = {r: await repo.episodes_for_round(s, r) for r in (1, 2, 3)}
     assert {r: [bool(e.transcript) for e in eps] for r, eps in episodes.items()} == {
@@ -143,3 +143,22 @@ async def test_rounds_keep_only_the_newest_transcripts(make_config, fakes, run_d
         3: [True] * 8,
     }
     assert len({e.reward for e in episodes[1]}) > 1  # round 1's rewards stay, episode by episode
+
+
+async def test_rounds_keep_only_the_newest_episodes_and_events(make_config, fakes, run_daemon) -> None:
+    config = make_config(
+        ARENA_STORE__KEEP_EPISODE_ROUNDS="2",
+        ARENA_STORE__KEEP_EVENT_ROUNDS="1",
+        ARENA_STORE__KEEP_TASK_ROUNDS="1",
+    )
+    daemon = Daemon(config, phases=fakes.fake_phases(steps=1), max_rounds=4, handle_signals=False)
+    async with run_daemon(daemon):
+        pass
+    async with Store(config.database_url) as store, store.transaction() as s:
+        kept = {r: len(await repo.episodes_for_round(s, r)) for r in (1, 2, 3, 4)}
+        events = await repo.list_events(s)
+        report = await check_integrity(s)
+    assert kept == {1: 0, 2: 0, 3: 8, 4: 8}
+    # The events of rounds before the newest are gone; each prune since is an event of round 4.
+    assert {e.action for e in events} <= {"store.pruned", repo.TRANSCRIPTS_PRUNED}
+    assert report.ok, report.problems  # the fake tasks (the same ids every round) stay referenced

@@ -1,0 +1,149 @@
+"""Retention: how many rounds of tasks, episodes, events and yardstick runs the store keeps.
+
+The daemon calls `prune` between rounds (after a round completed, before the next starts), so a
+resumed round never loses anything: nothing of a round that is not completed, nor of any round
+after it, is ever removed. What the rest of Arena still reads is always kept:
+- the tasks of the newest round (the next PLAN reads last round's training tasks) and every task
+  an episode still stored refers to (the integrity check's "episodes belong to no task");
+- the yardstick's drawn tasks (`yardstick_tasks`, never pruned), the yardstick runs of the first
+  measured round (`arena report`'s "since round 1") and of the newest `keep_yardstick_rounds`
+  (which hold the live policy's runs a later round reuses); the same for the public yardstick;
+- the rounds, phases (`arena report`'s records), diagnoses, curriculum state and checkpoint
+  lineage, which grow by a few rows per round and are not pruned;
+- the newest `transcripts.pruned` event, the watermark of the transcript pruning.
+
+Deleted rows leave free pages behind: SQLite reuses them for the next rounds' rows (the file
+stops growing once retention applies; `VACUUM` shrinks it), PostgreSQL's autovacuum marks them
+reusable (see the README's Operations section).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+from sqlmodel import col, func, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from arena.store.public_runs import PublicRunRow
+from arena.store.repo import TRANSCRIPTS_PRUNED, prune_transcripts, record_event
+from arena.store.tables import EpisodeRow, EventRow, RoundRow, TaskRow, YardstickRunRow
+
+PRUNED = "store.pruned"
+
+
+class Retention(BaseModel):
+    """Rounds kept of each growing table; None keeps everything (the `store.keep_*` settings)."""
+
+    transcript_rounds: int | None = Field(None, ge=1)
+    episode_rounds: int | None = Field(None, ge=1)
+    task_rounds: int | None = Field(None, ge=1)
+    event_rounds: int | None = Field(None, ge=1)
+    yardstick_rounds: int | None = Field(None, ge=1)
+
+    @classmethod
+    def of_settings(cls, settings: Any) -> Retention:
+        """From an object with `keep_<table>_rounds` attributes (ops' `StoreConfig`)."""
+        return cls.model_validate({k: getattr(settings, f"keep_{k}", None) for k in cls.model_fields})
+
+
+class Pruned(BaseModel):
+    """Rows one `prune` removed, by table, and the newest completed round it counted from."""
+
+    newest_round: int = 0
+    transcripts: int = 0
+    episodes: int = 0
+    tasks: int = 0
+    events: int = 0
+    yardstick_runs: int = 0
+    public_runs: int = 0
+
+    @property
+    def total(self) -> int:
+        """Rows removed in all."""
+        return (
+            self.transcripts
+            + self.episodes
+            + self.tasks
+            + self.events
+            + self.yardstick_runs
+            + self.public_runs
+        )
+
+
+async def newest_prunable_round(session: AsyncSession) -> int:
+    """The newest completed round that no unfinished round precedes (0 when none)."""
+    open_rounds = select(func.min(RoundRow.round)).where(RoundRow.status != "completed")
+    oldest_open = (await session.exec(open_rounds)).one()
+    stmt = select(func.max(RoundRow.round)).where(RoundRow.status == "completed")
+    if oldest_open is not None:
+        stmt = stmt.where(col(RoundRow.round) < oldest_open)
+    return int((await session.exec(stmt)).one() or 0)
+
+
+async def prune(session: AsyncSession, retention: Retention, *, actor: str = "daemon") -> Pruned:
+    """Remove what `retention` no longer keeps, counting from the newest prunable round.
+
+    Idempotent: a second call with the same rounds removes nothing. Records a `store.pruned`
+    event when it removed anything.
+    """
+    newest = await newest_prunable_round(session)
+    out = Pruned(newest_round=newest)
+    if newest == 0:
+        return out
+    if retention.transcript_rounds is not None and newest > retention.transcript_rounds:
+        out.transcripts = await prune_transcripts(session, newest - retention.transcript_rounds, actor=actor)
+    if retention.episode_rounds is not None:
+        through = newest - retention.episode_rounds
+        result = await session.exec(sa.delete(EpisodeRow).where(col(EpisodeRow.round) <= through))
+        out.episodes = int(result.rowcount or 0)
+    if retention.task_rounds is not None:
+        through = newest - retention.task_rounds
+        referenced = select(EpisodeRow.task_id).distinct()
+        result = await session.exec(
+            sa.delete(TaskRow).where(
+                col(TaskRow.round).is_not(None),
+                col(TaskRow.round) <= through,
+                col(TaskRow.id).not_in(referenced),
+            )
+        )
+        out.tasks = int(result.rowcount or 0)
+    if retention.yardstick_rounds is not None:
+        through = newest - retention.yardstick_rounds
+        out.yardstick_runs = await _prune_runs(session, YardstickRunRow, through)
+        out.public_runs = await _prune_runs(session, PublicRunRow, through)
+    if retention.event_rounds is not None:
+        out.events = await _prune_events(session, newest - retention.event_rounds + 1)
+    if out.total - out.transcripts:  # the transcripts' prune is an event of its own
+        await record_event(session, actor, PRUNED, out.model_dump())
+    return out
+
+
+async def _prune_runs(
+    session: AsyncSession, table: type[YardstickRunRow | PublicRunRow], through: int
+) -> int:
+    """Delete a yardstick table's runs of rounds up to `through`, but never its first live round."""
+    first = (await session.exec(select(func.min(table.round)).where(table.stage == "live"))).one()
+    stmt = sa.delete(table).where(col(table.round) <= through)
+    if first is not None:
+        stmt = stmt.where(col(table.round) != first)
+    result = await session.exec(stmt)
+    return int(result.rowcount or 0)
+
+
+async def _prune_events(session: AsyncSession, first_kept_round: int) -> int:
+    """Delete the events older than the start of `first_kept_round`, but the newest watermark."""
+    start = (
+        await session.exec(select(RoundRow.started_at).where(RoundRow.round == first_kept_round))
+    ).first()
+    if start is None:
+        return 0
+    watermark = (
+        await session.exec(select(func.max(EventRow.id)).where(EventRow.action == TRANSCRIPTS_PRUNED))
+    ).one()
+    stmt = sa.delete(EventRow).where(col(EventRow.at) < start)
+    if watermark is not None:
+        stmt = stmt.where(col(EventRow.id) != watermark)
+    result = await session.exec(stmt)
+    return int(result.rowcount or 0)

@@ -1,0 +1,320 @@
+"""`arena bench soak`: the real daemon for N rounds of stand-in work, measured after every round.
+
+The daemon is `ops.daemon.Daemon` itself, with its real store (SQLite in a scratch data directory,
+or the PostgreSQL database given), sandbox, admin API, metrics and retention; only the phases are
+stand-ins (`ops.soak_phases`). After each round (retention included) it records the process's
+resident memory, open files, threads, child processes and orphans (`ops.soak_probe`), the store's
+size and rows per table (and its integrity check), the bytes under the data directory, the number
+of exported metric series and the round's time. The report gives each figure's growth per round
+after a warm-up window, and fails on any orphaned process, during or after the run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from pydantic import BaseModel, Field
+
+from arena.store import Store, check_integrity, repo
+from ops.config import ArenaConfig, load_config
+from ops.daemon import Daemon
+from ops.soak_faults import AdminLoad, AdminLoadReport, WorkerKiller
+from ops.soak_phases import StandInWork, standin_phases
+from ops.soak_probe import sample_process, set_subreaper, tree_bytes
+from ops.soak_train import DiskFaults
+
+log = structlog.get_logger(__name__)
+FIGURES = ("rss_bytes", "open_fds", "threads", "children", "store_bytes", "data_dir_bytes", "metric_series")
+
+
+class RoundSample(BaseModel):
+    """The daemon after one round."""
+
+    round: int
+    seconds: float
+    rss_bytes: int
+    open_fds: int
+    threads: int
+    children: int
+    orphans: int
+    adopted_reaped: int = Field(0, description="Adopted processes already dead (reaped, not orphans).")
+    store_bytes: int
+    rows: dict[str, int]
+    data_dir_bytes: int
+    metric_series: int
+    episodes: int = Field(0, description="Episodes the round committed (tasks × samples when none is lost).")
+    errored_episodes: int = 0
+    integrity_problems: list[str] = Field(default_factory=list)
+
+
+class SoakReport(BaseModel):
+    """What `arena bench soak --json` prints."""
+
+    rounds: int
+    warmup: int
+    store: str
+    retention: dict[str, Any]
+    work: StandInWork
+    samples: list[RoundSample]
+    growth_per_round: dict[str, float] = Field(
+        default_factory=dict,
+        description="Least-squares slope of each figure over the rounds after the warm-up.",
+    )
+    rss_growth_pct: float | None = None
+    store_bytes_per_round_before_retention: float | None = None
+    store_bytes_per_round_after_retention: float | None = None
+    orphans_during: int = 0
+    orphans_after: int = 0
+    children_after: int = 0
+    integrity_problems: int = 0
+    worker_kills: dict[int, int] = Field(
+        default_factory=dict, description="Round -> sandbox worker pid killed."
+    )
+    disk: DiskFaults = Field(default_factory=DiskFaults)
+    phase_failures: dict[str, int] = Field(
+        default_factory=dict, description="Failed phase attempts the daemon retried by itself, by phase."
+    )
+    episodes_lost: int = 0
+    episodes_duplicated: int = 0
+    admin_load: AdminLoadReport | None = None
+    stalled: str | None = Field(None, description="Why the daemon paused itself, when it did.")
+    seconds: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every round ran, no orphan during or after, and a clean store."""
+        bad = self.orphans_during or self.orphans_after or self.integrity_problems or self.stalled
+        load_errors = sum(e.errors for e in self.admin_load.endpoints.values()) if self.admin_load else 0
+        lost = self.episodes_lost or self.episodes_duplicated or self.disk.half_written_loaded
+        return not (bad or lost or load_errors)
+
+
+class SoakDaemon(Daemon):
+    """The real daemon, measured after each of its rounds (nothing else differs)."""
+
+    samples: list[RoundSample]
+    soak_store_files: set[Path]
+    round_windows: dict[int, tuple[float, float]]
+
+    async def _run_round(self, round_no: int) -> None:
+        started = time.monotonic()
+        await super()._run_round(round_no)
+        self.round_windows[round_no] = (started, time.monotonic())
+        self.samples.append(await measure(self, round_no, time.monotonic() - started))
+
+
+async def store_bytes(store: Store, files: set[Path]) -> int:
+    """The store's size: its files on SQLite, `pg_database_size` on PostgreSQL."""
+    if store.dialect == "postgresql":
+        async with store.engine.connect() as conn:
+            return int(
+                (await conn.exec_driver_sql("SELECT pg_database_size(current_database())")).scalar_one()
+            )
+    return sum(p.stat().st_size for p in files if p.exists())
+
+
+def metric_series(metrics: Any) -> int:
+    """Exported series (samples of every metric family) on the daemon's registry."""
+    return sum(len(family.samples) for family in metrics.registry.collect())
+
+
+async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSample:
+    """One round's sample (see the module's docstring)."""
+    proc = sample_process()
+    async with daemon.store.transaction() as s:
+        integrity = await check_integrity(s)
+        episodes = await repo.episodes_for_round(s, round_no)
+    return RoundSample(
+        episodes=len(episodes),
+        errored_episodes=sum(e.finish == "error" for e in episodes),
+        round=round_no,
+        seconds=round(seconds, 4),
+        rss_bytes=proc.rss_bytes,
+        open_fds=proc.open_fds,
+        threads=proc.threads,
+        children=proc.children,
+        orphans=len(proc.orphans),
+        adopted_reaped=proc.reaped,
+        store_bytes=await store_bytes(daemon.store, daemon.soak_store_files),
+        rows=integrity.counts,
+        data_dir_bytes=tree_bytes(daemon.config.data.dir, daemon.soak_store_files),
+        metric_series=metric_series(daemon.metrics),
+        integrity_problems=integrity.problems,
+    )
+
+
+def soak_config(
+    data_dir: Path, database_url: str | None, keep_rounds: int | None, config_file: Path | None = None
+) -> ArenaConfig:
+    """The soak's configuration: a scratch data directory, an ephemeral loopback admin port;
+    `keep_rounds` sets every `store.keep_*_rounds` and `trainer.keep_rounds` (None: the file's or
+    the defaults)."""
+    # A failed phase (a fault the soak injects) is retried after 0.1 s rather than the default 5 s.
+    env = {
+        "ARENA_DATA_DIR": str(data_dir),
+        "ARENA_ADMIN__ADDRESS": "127.0.0.1:0",
+        "ARENA_DAEMON__RETRY_BACKOFF_S": "0.1",
+    }
+    if database_url:
+        env["ARENA_DATABASE_URL"] = database_url
+    if keep_rounds is not None:
+        for key in ("TRANSCRIPT", "EPISODE", "TASK", "EVENT", "YARDSTICK"):
+            env[f"ARENA_STORE__KEEP_{key}_ROUNDS"] = str(keep_rounds)
+        env["ARENA_TRAINER__KEEP_ROUNDS"] = str(keep_rounds)
+    return load_config(config_file, environ=env)
+
+
+def slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of (round, value) points (0 with fewer than two)."""
+    if len(points) < 2:
+        return 0.0
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    return statistics.linear_regression(xs, ys).slope
+
+
+def summarize(report: SoakReport) -> SoakReport:
+    """Fill in the growth figures from the samples."""
+    after = [s for s in report.samples if s.round > report.warmup] or report.samples[-1:]
+    for name in FIGURES:
+        report.growth_per_round[name] = round(slope([(s.round, getattr(s, name)) for s in after]), 2)
+    base = after[0].rss_bytes
+    report.rss_growth_pct = round(100 * (max(s.rss_bytes for s in after) - base) / base, 2)
+    keeps = [v for k, v in report.retention.items() if k in ("episode_rounds", "task_rounds") and v]
+    first_prune = min(keeps) + 1 if keeps else None
+    if first_prune is not None:
+        before = [(s.round, s.store_bytes) for s in report.samples if s.round <= first_prune]
+        pruned = [
+            (s.round, s.store_bytes) for s in report.samples if s.round > max(first_prune, report.warmup)
+        ]
+        report.store_bytes_per_round_before_retention = round(slope(before), 1) if len(before) > 1 else None
+        report.store_bytes_per_round_after_retention = round(slope(pruned), 1) if len(pruned) > 1 else None
+    else:
+        report.notes.append("no episode or task retention set: the store grows by design")
+    report.orphans_during = sum(s.orphans for s in report.samples)
+    expected = report.work.tasks * report.work.samples
+    report.episodes_lost = sum(max(0, expected - s.episodes) for s in report.samples)
+    report.episodes_duplicated = sum(max(0, s.episodes - expected) for s in report.samples)
+    report.integrity_problems = sum(len(s.integrity_problems) for s in report.samples)
+    return report
+
+
+async def run_soak(
+    rounds: int,
+    *,
+    warmup: int | None = None,
+    database_url: str | None = None,
+    keep_rounds: int | None = None,
+    work: StandInWork | None = None,
+    data_dir: Path | None = None,
+    config_file: Path | None = None,
+    kill_worker_every: int = 0,
+    admin_load: AdminLoad | None = None,
+    enospc_every: int = 0,
+) -> SoakReport:
+    """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
+    SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API;
+    `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`)."""
+    work = work or StandInWork()
+    if kill_worker_every and not work.call_seconds:
+        work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
+    killer = WorkerKiller(kill_worker_every) if kill_worker_every else None
+    disk = DiskFaults(enospc_every=enospc_every)
+    with tempfile.TemporaryDirectory(prefix="arena-soak-") as scratch:
+        root = data_dir or Path(scratch)
+        config = soak_config(root, database_url, keep_rounds, config_file)
+        started = time.monotonic()
+        store = Store(config.database_url, busy_timeout_s=config.store.busy_timeout_s)
+        try:
+            await _refuse_a_used_store(store)
+            daemon = SoakDaemon(
+                config,
+                phases=standin_phases(work, disk),
+                store=store,
+                max_rounds=rounds,
+                handle_signals=False,
+            )
+            daemon.samples, daemon.round_windows = [], {}
+            sqlite = config.database_url.split("///", 1)[-1]
+            daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}
+            subreaper = set_subreaper(True)
+            try:
+                stalled = await _run_watched(daemon, [x for x in (killer, admin_load) if x is not None])
+                await anyio.sleep(0.2)  # the last sandboxes' namespaces are torn down
+                after = sample_process()
+            finally:
+                if subreaper:
+                    set_subreaper(False)
+        finally:
+            await store.aclose()
+        from arena.store.retention import Retention
+
+        report = SoakReport(
+            rounds=rounds,
+            warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
+            store=store.dialect,
+            retention=Retention.of_settings(config.store).model_dump(),
+            work=work,
+            samples=daemon.samples,
+            orphans_after=len(after.orphans),
+            children_after=after.children,
+            seconds=round(time.monotonic() - started, 2),
+            stalled=stalled,
+            worker_kills=killer.kills if killer is not None else {},
+            disk=disk,
+            phase_failures=_phase_failures(daemon),
+            admin_load=admin_load.report(daemon.round_windows) if admin_load is not None else None,
+        )
+        if not subreaper:
+            report.notes.append(
+                "could not become a child subreaper: orphans re-parented to init are not seen"
+            )
+        return summarize(report)
+
+
+def _phase_failures(daemon: SoakDaemon) -> dict[str, int]:
+    registry = daemon.metrics.registry
+    counts = {
+        p.name: registry.get_sample_value("arena_phase_failures_total", {"phase": p.name})
+        for p in daemon.phases
+    }
+    return {name: int(n) for name, n in counts.items() if n}
+
+
+async def _run_watched(daemon: SoakDaemon, beside: list[Any]) -> str | None:
+    """Run the daemon (and `beside` it, each one's `run(daemon)`); should it pause itself (a
+    phase failing again and again), stop it and return why: an operator would be called."""
+    stalled: str | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            nonlocal stalled
+            while not daemon.paused:  # noqa: ASYNC110 - the daemon's flag has no event
+                await anyio.sleep(0.1)
+            async with daemon.store.transaction() as s:
+                stalled = (await repo.get_daemon_state(s)).pause_reason or "paused"
+            await daemon.stop("soak")
+
+        tg.start_soon(watch)
+        for extra in beside:
+            tg.start_soon(extra.run, daemon)
+        await daemon.run()
+        tg.cancel_scope.cancel()
+    return stalled
+
+
+async def _refuse_a_used_store(store: Store) -> None:
+    """The soak writes rounds: it runs on an empty store only (a scratch PostgreSQL database)."""
+    from sqlalchemy import inspect
+
+    async with store.engine.connect() as conn:
+        tables = await conn.run_sync(lambda c: inspect(c).get_table_names())
+        if "rounds" in tables and (await conn.exec_driver_sql("SELECT count(*) FROM rounds")).scalar_one():
+            raise ValueError("the soak needs an empty store (a scratch database): this one has rounds")
