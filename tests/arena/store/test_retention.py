@@ -30,18 +30,11 @@ pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'arena.db'}"
-    else:
-        url = request.getfixturevalue("fresh_pg_database")
-    s = Store(url)
+    # A database of its own on PostgreSQL: retention counts every row of a table.
+    sqlite = f"sqlite+aiosqlite:///{tmp_path / 'arena.db'}"
+    s = Store(sqlite if request.param == "sqlite" else request.getfixturevalue("fresh_pg_database"))
     await s.migrate()
     yield s
     await s.aclose()
