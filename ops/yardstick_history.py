@@ -18,7 +18,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from arena.store import repo_yardstick
 from ops.phases.yardstick_scores import PairedChange, Score, paired_change, score
+
+# The stages a round's yardstick is measured at: EVALUATE's live policy, TRAIN's warm-up, PUBLISH's candidate.
+STAGES = ("live", "warmup", "candidate")
 
 
 class RoundYardstick(BaseModel):
@@ -70,30 +74,23 @@ def build_history(stages: dict[int, dict[str, Sequence[Any]]]) -> list[RoundYard
     return out
 
 
+async def _runs_by_stage(session: AsyncSession, rounds: Sequence[int]) -> dict[int, dict[str, Sequence[Any]]]:
+    """Round → stage (live, warm-up, candidate) → its stored runs, for `rounds`."""
+    return {r: {stage: await repo_yardstick.runs(session, r, stage) for stage in STAGES} for r in rounds}
+
+
 async def read_history(session: AsyncSession) -> list[RoundYardstick]:
     """Every stored round's yardstick record."""
-    from arena.store import repo_yardstick
-
     rounds = await repo_yardstick.rounds_measured(session, "live")
-    stages = {
-        r: {stage: await repo_yardstick.runs(session, r, stage) for stage in ("live", "warmup", "candidate")}
-        for r in rounds
-    }
-    return build_history(stages)
+    return build_history(await _runs_by_stage(session, rounds))
 
 
 async def read_latest(session: AsyncSession) -> RoundYardstick | None:
     """The newest round's record, reading only the rounds it compares with (the first, the previous)."""
-    from arena.store import repo_yardstick
-
     rounds = await repo_yardstick.rounds_measured(session, "live")
     if not rounds:
         return None
-    stages = {
-        r: {stage: await repo_yardstick.runs(session, r, stage) for stage in ("live", "warmup", "candidate")}
-        for r in sorted({rounds[0], *rounds[-2:]})
-    }
-    return build_history(stages)[-1]
+    return build_history(await _runs_by_stage(session, sorted({rounds[0], *rounds[-2:]})))[-1]
 
 
 def set_change_metrics(metrics: Any, latest: RoundYardstick) -> None:
