@@ -4,12 +4,12 @@ GRPO learns only from groups whose samples differ, and a fresh small model almos
 task, so every group would be flat. TRAIN therefore first fine-tunes a fresh policy on reference
 solutions (SFT), and what it imitates decides what it learns. The learning benchmark measured what
 transfers to held-out environments (docs/learn-bench.md): about 130 tasks of the training
-environments — their hand-written tasks plus graph tasks of two and three calls that name things
+environments — their hand-written tasks plus graph tasks of one to three calls that name things
 by their attributes ("the booking at Harborview Suites", ambiguity 1) and whose every id comes from
 the instruction or an earlier result (grounded: the look-up-then-act shape, never an id from
 memory) — two epochs at a learning rate of 1e-4. `warmup_tasks` builds that set for the daemon:
-`trainer.warmup_tasks_per_env` graph tasks per executable training environment (half of two calls,
-half of three) beside the environment's hand-written tasks, gated like every synthesized task,
+`trainer.warmup_tasks_per_env` graph tasks per executable training environment (a third each of one,
+two and three calls) beside the environment's hand-written tasks, gated like every synthesized task,
 never one that repeats a yardstick task, from seeds of their own (so no id meets SYNTHESIZE's).
 The set is deterministic in the daemon's seed and made again if TRAIN restarts; the SFT
 checkpoint of the round, once saved, is reused without training again.
@@ -33,7 +33,9 @@ log = structlog.get_logger(__name__)
 # Far from SYNTHESIZE's seeds (the round's seed plus multiples of 7,919): task ids derive from the seed.
 WARMUP_SEED = 1_000_003
 # Walk lengths of the synthesized warm-up tasks: a policy trained on one length learns to stop at it.
-LENGTHS = (2, 3)
+# One call is the yardstick's easy level (one write, then the values its result showed): with
+# lengths 2-3 only, the warmed-up policy passed 3 of its 21 easy tasks (docs/learn-bench.md).
+LENGTHS = (1, 2, 3)
 # Candidates per kept task: grounded short walks are rare in some environments (flights kept none
 # of 24 at length 2), and a template-written candidate costs milliseconds.
 ATTEMPTS_PER_TASK = 48
@@ -88,7 +90,9 @@ async def warmup_tasks(
                 name,
                 n,
                 seed=ctx.config.daemon.seed + WARMUP_SEED + offset,
-                difficulty=Difficulty(walk_length=length, ambiguity=1),
+                # One call names its rows (the yardstick's easy level); longer walks name them by
+                # attributes, so their ids come from a look-up.
+                difficulty=Difficulty(walk_length=length, ambiguity=0 if length == 1 else 1),
                 label="warmup",
                 with_helper=False,
                 grounded=True,

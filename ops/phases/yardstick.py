@@ -149,34 +149,59 @@ async def measure(
     tconf = trainer_config(ctx, temperature=0.0).model_copy(update={"tool_subset": None})
     pending = [t for t in tasks if (t.full_id, 0) not in done]
     unprepared: list[str] = []
-    if pending:
-        runner, runnable, unprepared = await episode_runner(ctx, envs, pending, tconf, pool)
-        items = [
-            WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in pending if t.full_id in runnable
-        ]
 
-        async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
-            for item, result in batch:
-                await repo_yardstick.add_run(
-                    s,
-                    YardstickRunRow(
-                        round=ctx.round,
-                        stage=stage,
-                        task_id=item.task_id,
-                        env=item.env,
-                        level=levels[item.task_id],
-                        policy=policy,
-                        passed=result.passed,
-                        reward=result.reward,
-                        finish=result.finish,
-                    ),
-                )
+    async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
+        for item, result in batch:
+            await repo_yardstick.add_run(
+                s,
+                YardstickRunRow(
+                    round=ctx.round,
+                    stage=stage,
+                    task_id=item.task_id,
+                    env=item.env,
+                    level=levels[item.task_id],
+                    policy=policy,
+                    passed=result.passed,
+                    reward=result.reward,
+                    finish=result.finish,
+                ),
+            )
 
+    for budget, group in by_turn_budget(pending, tconf.episode.max_turns):
+        conf = with_turns(tconf, budget)
+        runner, runnable, skipped = await episode_runner(ctx, envs, group, conf, pool)
+        unprepared += skipped
+        items = [WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in group if t.full_id in runnable]
         await run_items(ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx))
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
     summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")
     return {**summary, "reused_from": reused, "unprepared": unprepared, "tool_subset": None}
+
+
+def turn_budget(task: Any, floor: int) -> int:
+    """Turns a yardstick task gets: its reference's calls, the final answer and one to spare.
+
+    A five-call task cannot pass in `round.max_turns = 4`: with one cap for every level the hard
+    level measured the cap, not the policy. `floor` (the round's cap) still applies to short tasks.
+    """
+    return max(floor, len(task.reference) + 2)
+
+
+def by_turn_budget(tasks: Sequence[Any], floor: int) -> list[tuple[int, list[Any]]]:
+    """`tasks` grouped by `turn_budget`, shortest first (each group runs under its own cap)."""
+    groups: dict[int, list[Any]] = {}
+    for task in tasks:
+        groups.setdefault(turn_budget(task, floor), []).append(task)
+    return sorted(groups.items())
+
+
+def with_turns(tconf: Any, turns: int) -> Any:
+    """`tconf` with a turn cap of `turns`; the episode's token cap grows by the added turns' share."""
+    episode = tconf.episode
+    extra = max(0, turns - episode.max_turns) * episode.max_tokens_per_turn
+    update = {"max_turns": turns, "max_total_tokens": episode.max_total_tokens + extra}
+    return tconf.model_copy(update={"episode": episode.model_copy(update=update)})
 
 
 async def _reuse(ctx: PhaseContext, stage: str, policy: str, wanted: set[str]) -> dict[str, Any] | None:

@@ -31,9 +31,9 @@ async def test_the_warm_up_set_is_grounded_gated_and_from_training_environments(
         hand = handwritten(envs[name])
         synthesized = [t for t in by_env[name] if t.origin == "graph"]
         assert len(by_env[name]) == len(hand) + 3 and len(synthesized) == 3
-        # Walks of two and three calls whose ids all come from the instruction or a look-up.
-        assert all(2 <= len(t.reference) <= 3 for t in synthesized)
-        assert {t.difficulty["walk_length"] for t in synthesized} == {2, 3}
+        # Walks of one to three calls whose ids all come from the instruction or a look-up.
+        assert all(1 <= len(t.reference) <= 3 for t in synthesized)
+        assert {t.difficulty["walk_length"] for t in synthesized} == {1, 2, 3}
     assert reports and {r["env"] for r in reports} == {"banking", "hotels"}
 
 
