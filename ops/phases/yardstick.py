@@ -9,6 +9,9 @@ by design; the yardstick says whether the policy got better. It is
   `yardstick_tasks` and never redrawn (a later environment version is reported, not redrawn);
 - never trained on: its tasks live in their own table, which SYNTHESIZE and TRAIN never read, and
   `ops.phases.tasks.graph_tasks` drops any training task that repeats one (`fingerprint`);
+- run under caps its tasks fit: each task gets its reference's calls plus two turns and room for
+  its longest call (`turn_budget`, `token_budget`), at least the round's caps, so a hard task
+  measures the policy rather than `round.max_turns`;
 - measured per round and stage (`live`: EVALUATE's policy; `candidate`: the policy PUBLISH gates)
   into `yardstick_runs`. A policy already measured on the same tasks (the candidate published last
   round, or a parent that was kept) is not run again: greedy decoding gives it the same episodes,
@@ -21,12 +24,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import structlog
 
 from arena.store import YardstickRunRow, YardstickTaskRow, repo, repo_yardstick
 from arena.store.tables import utcnow
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import EpisodeResult, WorkItem, run_items
+from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, run_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.runtime import trainer_config
 from ops.phases.tasks import graph_tasks, pick
@@ -167,16 +171,46 @@ async def measure(
                 ),
             )
 
-    for budget, group in by_turn_budget(pending, tconf.episode.max_turns):
-        conf = with_turns(tconf, budget)
-        runner, runnable, skipped = await episode_runner(ctx, envs, group, conf, pool)
-        unprepared += skipped
+    # The groups run side by side through one limiter, so the policy's batches stay as full as
+    # with one cap for every task and no more episodes run at once than `episode_concurrency`.
+    episode, slots = tconf.episode, episode_concurrency(ctx)
+    limiters: dict[int, anyio.CapacityLimiter] = {}  # by items per call: a cluster batch holds one token
+
+    async def run_group(turns: int, tokens: int, group: list[Any]) -> None:
+        runner, runnable, skipped = await episode_runner(
+            ctx, envs, group, with_budget(tconf, turns, tokens), pool
+        )
+        unprepared.extend(skipped)
         items = [WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in group if t.full_id in runnable]
-        await run_items(ctx, items, runner, done=done, save=save, concurrency=episode_concurrency(ctx))
+        size = runner.size if isinstance(runner, BatchRunner) else 1
+        limiter = limiters.setdefault(size, anyio.CapacityLimiter(max(1, slots // size)))
+        await run_items(ctx, items, sharing(runner, limiter), done=done, save=save, concurrency=slots)
+
+    async with anyio.create_task_group() as tg:
+        for (turns, tokens), group in by_budget(pending, episode.max_turns, episode.max_tokens_per_turn):
+            tg.start_soon(run_group, turns, tokens, group)
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
     summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")
     return {**summary, "reused_from": reused, "unprepared": unprepared, "tool_subset": None}
+
+
+def sharing(runner: Runner | BatchRunner, limiter: anyio.CapacityLimiter) -> Runner | BatchRunner:
+    """`runner` that holds a token of `limiter` per call (a cluster runner's call is a batch)."""
+    if isinstance(runner, BatchRunner):
+        inner = runner
+
+        async def run_chunk(chunk: list[WorkItem]) -> list[EpisodeResult]:
+            async with limiter:
+                return await inner.run(chunk)
+
+        return BatchRunner(run=run_chunk, size=inner.size)
+
+    async def run_one(item: WorkItem) -> EpisodeResult:
+        async with limiter:
+            return await runner(item)
+
+    return run_one
 
 
 def turn_budget(task: Any, floor: int) -> int:
@@ -188,19 +222,49 @@ def turn_budget(task: Any, floor: int) -> int:
     return max(floor, len(task.reference) + 2)
 
 
-def by_turn_budget(tasks: Sequence[Any], floor: int) -> list[tuple[int, list[Any]]]:
-    """`tasks` grouped by `turn_budget`, shortest first (each group runs under its own cap)."""
-    groups: dict[int, list[Any]] = {}
+# Tokens per character of a call block, an upper bound: SmolLM2's tokenizer spells digits one by
+# one and reached 0.58 on the demo yardstick's 51 tasks (ids like "RX-1001"); BPE vocabularies of
+# larger models stay below it. The budget adds 8 tokens and rounds up to 32 on top.
+TOKENS_PER_CHAR = 0.6
+
+
+def token_budget(task: Any, floor: int) -> int:
+    """Tokens per turn a yardstick task gets: room for its longest reference call, at least `floor`.
+
+    With `round.max_tokens_per_turn = 64`, 12 of the 51 tasks of the demo's yardstick could not be
+    passed at all: a `create_event` call with its title, times and attendees is 70-133 tokens, and
+    the cap cut it before `</tool_call>`.
+    """
+    from arena.episode.parser import CALL_BLOCK_END, call_block_begin
+
+    longest = max(
+        (
+            len(call_block_begin(c.name) + json.dumps(c.arguments, ensure_ascii=False) + CALL_BLOCK_END)
+            for c in task.reference
+        ),
+        default=0,
+    )
+    # Rounded up to 32 tokens, so the yardstick's tasks fall into a few groups.
+    return max(floor, -(-(int(longest * TOKENS_PER_CHAR) + 8) // 32) * 32)
+
+
+def by_budget(tasks: Sequence[Any], turns: int, tokens: int) -> list[tuple[tuple[int, int], list[Any]]]:
+    """`tasks` grouped by (turn budget, token budget per turn), smallest first; each group runs under its own caps."""
+    groups: dict[tuple[int, int], list[Any]] = {}
     for task in tasks:
-        groups.setdefault(turn_budget(task, floor), []).append(task)
+        groups.setdefault((turn_budget(task, turns), token_budget(task, tokens)), []).append(task)
     return sorted(groups.items())
 
 
-def with_turns(tconf: Any, turns: int) -> Any:
-    """`tconf` with a turn cap of `turns`; the episode's token cap grows by the added turns' share."""
+def with_budget(tconf: Any, turns: int, tokens: int) -> Any:
+    """`tconf` with `turns` turns of `tokens` tokens; the episode's token cap grows by what was added."""
     episode = tconf.episode
-    extra = max(0, turns - episode.max_turns) * episode.max_tokens_per_turn
-    update = {"max_turns": turns, "max_total_tokens": episode.max_total_tokens + extra}
+    extra = max(0, turns * tokens - episode.max_turns * episode.max_tokens_per_turn)
+    update = {
+        "max_turns": turns,
+        "max_tokens_per_turn": tokens,
+        "max_total_tokens": episode.max_total_tokens + extra,
+    }
     return tconf.model_copy(update={"episode": episode.model_copy(update=update)})
 
 

@@ -248,3 +248,52 @@ def test_the_history_compares_each_round_with_the_first_and_the_previous() -> No
     assert value == pytest.approx(0.75)
     rows = table(history)
     assert len(rows) == 4 and rows[3].startswith("    3  0.75 [") and "+0.75 [" in rows[3]
+
+
+def test_every_yardstick_task_runs_under_caps_its_reference_fits() -> None:
+    import json
+
+    from arena.episode.parser import CALL_BLOCK_END, call_block_begin
+    from arena.episode.runner import EpisodeConfig
+    from arena.tasks.model import Task
+    from ops.phases.yardstick import by_budget, token_budget, turn_budget, with_budget
+    from simulate.local import LocalChatModel
+    from trainer.config import TrainerConfig
+
+    def task(calls: list[tuple[str, dict]]) -> Task:
+        return Task.model_validate(
+            {
+                "id": f"t{len(calls)}-{len(str(calls))}",
+                "env": "calendar",
+                "instruction": "do it",
+                "reference": [{"name": n, "arguments": a} for n, a in calls],
+                "checks": [{"kind": "answer", "contains": ["x"]}],
+            }
+        )
+
+    long_call = (
+        "create_event",
+        {
+            "title": "Backend Engineer interview loop",
+            "start": "2025-06-19T11:00:00",
+            "end": "2025-06-19T15:16:00",
+            "attendee_emails": ["priya.natarajan@northwind.io", "samantha.lee@northwind.io"],
+            "location": "RM-AURORA",
+        },
+    )
+    short = task([("get_event", {"event_id": "EVT-1015"})])
+    hard = task([("get_event", {"event_id": "EVT-1015"})] * 4 + [long_call])
+    # The real tokenizer of the embedded policy: the long call does not fit 64 tokens, and its budget holds it.
+    tokenizer = LocalChatModel.load("embedded").tokenizer
+    text = call_block_begin(long_call[0]) + json.dumps(long_call[1], ensure_ascii=False) + CALL_BLOCK_END
+    assert len(tokenizer.encode(text)) > 64
+    assert token_budget(hard, 64) >= len(tokenizer.encode(text)) and token_budget(hard, 64) % 32 == 0
+    assert token_budget(short, 64) == 64 and turn_budget(short, 4) == 4
+    # Five calls and an answer need six turns; the cap gives one to spare.
+    assert turn_budget(hard, 4) == 7
+    groups = by_budget([short, hard, short], 4, 64)
+    assert [(k, len(v)) for k, v in groups] == [((4, 64), 2), ((7, token_budget(hard, 64)), 1)]
+    conf = TrainerConfig(episode=EpisodeConfig(max_turns=4, max_tokens_per_turn=64, max_total_tokens=4352))
+    wider = with_budget(conf, 7, 128).episode
+    assert (wider.max_turns, wider.max_tokens_per_turn) == (7, 128)
+    assert wider.max_total_tokens == 4352 + 7 * 128 - 4 * 64
