@@ -1,4 +1,4 @@
-"""The admin HTTP API: Starlette served by uvicorn inside the daemon's task group.
+"""The admin HTTP API: a Starlette application, served by `ops.admin_server` on its own thread.
 
 GET  /healthz  the process is alive (always 200 while it serves)
 GET  /readyz   200 when the store is migrated and the model backends answer, else 503
@@ -8,21 +8,24 @@ POST /pause    {"reason": "..."} optional; persisted, takes effect at the next s
 POST /resume
 POST /stop     drain and exit
 
+The GETs run on the admin thread's event loop and never wait for the daemon's: /status serves the
+snapshot the daemon keeps (`ops.status.StatusSnapshot`), /metrics an exposition rendered at most
+once per `METRICS_MAX_AGE_S`. The POSTs act on the daemon, so they run its coroutines on its loop
+(`on_daemon`) and answer once that is done.
+
 POST endpoints need `Authorization: Bearer <token>` when a token is configured; without a token the
 daemon only listens on a loopback address (`check_exposure`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import ipaddress
 import json
-import socket
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,7 +37,12 @@ if TYPE_CHECKING:
     from ops.config_sections import AdminConfig
     from ops.daemon import Daemon
 
-log = structlog.get_logger(__name__)
+# Prometheus scrapes every 15 s: a second-old exposition costs no freshness, and a burst of
+# scrapes renders it once instead of once per request.
+METRICS_MAX_AGE_S = 1.0
+
+OnDaemon = Callable[..., Awaitable[Any]]
+"""`await on_daemon(fn, *args)`: run the coroutine function `fn(*args)` on the daemon's loop."""
 
 
 class AdminExposureError(ValueError):
@@ -60,8 +68,26 @@ def check_exposure(admin: AdminConfig) -> None:
         )
 
 
-def build_app(daemon: Daemon, token: str | None) -> Starlette:
-    """The admin application for `daemon`."""
+class SharedExposition:
+    """The Prometheus exposition, rendered at most once per `max_age_s` and shared by the requests
+    in that window. Used from the admin thread's loop only, so it needs no lock."""
+
+    def __init__(self, render: Callable[[], bytes], max_age_s: float = METRICS_MAX_AGE_S) -> None:
+        self.render, self.max_age_s = render, max_age_s
+        self._body = b""
+        self._at: float | None = None
+
+    def body(self) -> bytes:
+        """The exposition, rendered now if the last one is older than `max_age_s`."""
+        now = time.monotonic()
+        if self._at is None or now - self._at >= self.max_age_s:
+            self._body, self._at = self.render(), now
+        return self._body
+
+
+def build_app(daemon: Daemon, token: str | None, on_daemon: OnDaemon) -> Starlette:
+    """The admin application for `daemon`; `on_daemon` carries the POSTs to the daemon's loop."""
+    exposition = SharedExposition(daemon.metrics.exposition)
 
     def authorized(request: Request) -> bool:
         if token is None:
@@ -101,11 +127,11 @@ def build_app(daemon: Daemon, token: str | None) -> Starlette:
                 return JSONResponse({"error": str(exc)}, status_code=400)
             who = actor(request)
             if action == "pause":
-                changed = await daemon.pause(who, reason)
+                changed = await on_daemon(daemon.pause, who, reason)
             elif action == "resume":
-                changed = await daemon.resume(who)
+                changed = await on_daemon(daemon.resume, who)
             else:
-                await daemon.stop(who)
+                await on_daemon(daemon.stop, who)
                 changed = True
             daemon.metrics.admin_actions.labels(action=action).inc()
             return JSONResponse({"ok": True, "action": action, "changed": changed, "paused": daemon.paused})
@@ -121,10 +147,10 @@ def build_app(daemon: Daemon, token: str | None) -> Starlette:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def status(_: Request) -> Response:
-        return JSONResponse(await daemon.status())
+        return JSONResponse(daemon.status_snapshot.document(daemon))
 
     async def metrics(_: Request) -> Response:
-        return Response(daemon.metrics.exposition(), media_type=CONTENT_TYPE)
+        return Response(exposition.body(), media_type=CONTENT_TYPE)
 
     return Starlette(
         routes=[
@@ -137,56 +163,3 @@ def build_app(daemon: Daemon, token: str | None) -> Starlette:
             Route("/stop", guarded("stop"), methods=["POST"]),
         ]
     )
-
-
-class _Server(uvicorn.Server):
-    # The daemon owns SIGTERM/SIGINT; uvicorn must not install (and later re-raise) its own handlers.
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._serve(sockets)
-
-
-class AdminServer:
-    """uvicorn on a socket the daemon binds itself (so a busy port is a clear error)."""
-
-    def __init__(self, daemon: Daemon, admin: AdminConfig) -> None:
-        token = admin.token.get_secret_value() if admin.token is not None else None
-        self.admin = admin
-        self.app = build_app(daemon, token)
-        self.sock: socket.socket | None = None
-        self.server: _Server | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        return self.sock.getsockname()[1] if self.sock is not None else self.admin.port
-
-    def bind(self) -> None:
-        """Bind and listen; raises `OSError` naming the address when it is taken."""
-        host = self.admin.host
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, self.admin.port))
-        except OSError as exc:
-            sock.close()
-            raise OSError(exc.errno, f"cannot listen on {self.admin.address}: {exc.strerror}") from None
-        sock.listen(128)
-        sock.setblocking(False)
-        self.sock = sock
-
-    async def serve(self) -> None:
-        """Serve until `shutdown()`."""
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off")
-        self.server = _Server(config)
-        assert self.sock is not None
-        log.info("admin.listening", address=f"{self.admin.host}:{self.port}")
-        await self.server.serve(sockets=[self.sock])
-
-    def shutdown(self) -> None:
-        """Ask uvicorn to finish (it closes the socket)."""
-        if self.server is not None:
-            self.server.should_exit = True
-        elif self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()

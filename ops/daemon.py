@@ -1,8 +1,10 @@
 """The Arena daemon: runs rounds through the six phases, with an admin API beside them.
 
 Structure (one anyio task group):
-- the admin API (uvicorn serving `ops.admin`), started first so /healthz answers during start-up;
-- a background scope with the readiness probe and the signal watcher;
+- the admin API (`ops.admin_server`: uvicorn on a thread with its own event loop, so a scrape
+  never waits for the round's work), started first so /healthz answers during start-up;
+- a background scope with the readiness probe, the signal watcher and the /status snapshot's
+  refresher (`ops.status.StatusSnapshot`: the admin thread never reads the store);
 - the round loop, inside its own cancel scope so a grace-period timeout can cut it short.
 
 Crash safety comes from the store: every phase persists its outputs and marks itself done in one
@@ -10,6 +12,9 @@ transaction, and work items inside a phase are idempotent, so a restart simply c
 first phase not done. Pause is persisted in `daemon_state` and honoured at safe points; stop and
 SIGTERM drain at the next safe point, and after `daemon.grace_period_s` the work is cancelled
 (nothing committed is lost; the in-flight item is redone on restart).
+
+Threads: the run state the admin thread reads (`round`, `phase`, `paused`, `progress_state`, ...)
+is assigned only here, each attribute as a whole value; pause/resume/stop run here too.
 """
 
 from __future__ import annotations
@@ -26,25 +31,18 @@ import structlog
 from anyio.abc import TaskGroup
 
 from arena.store import Store, repo
-from ops.admin import AdminServer, check_exposure
+from ops.admin import check_exposure
+from ops.admin_server import AdminServer
 from ops.config import ArenaConfig
 from ops.metrics import Metrics
-from ops.models import ModelHub
+from ops.models import ModelHub, observe_model_calls
 from ops.phases import default_phases
 from ops.phases.base import Phase, PhaseContext, StopRequested
+from ops.status import StatusSnapshot
 from trainer.memory import release_memory
 
 log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
-
-
-def _observe_model_calls(metrics: Metrics) -> Any:
-    """Feed every model call of the process into the latency/token metrics; returns the remover."""
-    try:
-        from simulate.calls import add_observer
-    except ImportError:  # no model backends installed: nothing to observe
-        return lambda: None
-    return add_observer(metrics.observe_call)
 
 
 class Daemon:
@@ -76,6 +74,7 @@ class Daemon:
         self.admin: AdminServer | None = None
         self.paused = False
         self.paused_since: str | None = None
+        self.pause_reason = ""
         self.stopping = False
         self.ready = False
         self.round: int | None = None
@@ -84,6 +83,7 @@ class Daemon:
         self.rounds_completed = 0
         self.models_up = False
         self.sandbox: dict[str, Any] = {"available": None, "detail": "not probed yet"}
+        self.status_snapshot = StatusSnapshot(VERSION)  # what /status serves (`ops.status`)
         # Cluster mode's episode workers (`cluster.backend = "ray"`), joined in `_prepare`.
         self.cluster: Any = None
         self._wake: anyio.Event | None = None
@@ -100,8 +100,8 @@ class Daemon:
         async with self.store.transaction() as s:
             changed = await repo.set_paused(s, True, actor=actor, reason=reason)
             state = await repo.get_daemon_state(s)
+        self.pause_reason, self.paused_since = state.pause_reason, repo.as_utc_iso(state.paused_since)
         self.paused = True
-        self.paused_since = repo.as_utc_iso(state.paused_since)
         self.metrics.paused.set(1)
         log.info("daemon.paused", actor=actor, reason=reason, changed=changed)
         return changed
@@ -110,8 +110,7 @@ class Daemon:
         """Clear the pause flag and wake the round loop."""
         async with self.store.transaction() as s:
             changed = await repo.set_paused(s, False, actor=actor)
-        self.paused = False
-        self.paused_since = None
+        self.paused, self.paused_since, self.pause_reason = False, None, ""
         self.metrics.paused.set(0)
         self._notify()
         log.info("daemon.resumed", actor=actor, changed=changed)
@@ -164,7 +163,7 @@ class Daemon:
         self._work_scope = anyio.CancelScope()
         self._bg_scope = anyio.CancelScope()
         log.info("daemon.start", version=VERSION, store=self.store.dialect, admin=self.config.admin.address)
-        remove_observer = _observe_model_calls(self.metrics)
+        remove_observer = observe_model_calls(self.metrics)
         try:
             await self._serve()
         finally:
@@ -182,7 +181,7 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             self.admin = AdminServer(self, self.config.admin)
             self.admin.bind()
-            tg.start_soon(self.admin.serve)
+            self.admin.start()
             try:
                 tg.start_soon(self._background)
                 await self._prepare()
@@ -192,7 +191,8 @@ class Daemon:
                     log.warning("daemon.grace_period_expired", grace_s=self.config.daemon.grace_period_s)
             finally:
                 self._bg_scope.cancel()
-                self.admin.shutdown()
+                with anyio.CancelScope(shield=True):
+                    await self.admin.aclose()
 
     async def _prepare(self) -> None:
         from arena.sandbox.boundary import probe
@@ -216,8 +216,8 @@ class Daemon:
             self.models.policy_weights = Path(published.path)
         elif published is not None:  # TRAIN refuses to go on from the base weights; say why early
             log.error("daemon.published_policy_missing", checkpoint=published.id, path=published.path)
+        self.pause_reason, self.paused_since = state.pause_reason, repo.as_utc_iso(state.paused_since)
         self.paused = state.paused
-        self.paused_since = repo.as_utc_iso(state.paused_since)
         self.metrics.paused.set(1 if self.paused else 0)
         if self.config.cluster.backend == "ray":
             from ops.cluster.pool import WorkerPool
@@ -225,6 +225,7 @@ class Daemon:
             self.cluster = await WorkerPool(self.config, self.metrics).connect()
         if self.paused:
             log.warning("daemon.start_paused", since=self.paused_since, reason=state.pause_reason)
+        await self.status_snapshot.refresh(self)  # /status has the store's figures once ready
         self.ready = True
         self.metrics.ready.set(1)
 
@@ -234,6 +235,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 self._bg_tg = tg
                 tg.start_soon(self._readiness_loop)
+                tg.start_soon(self.status_snapshot.keep_fresh, self)
                 if self.handle_signals:
                     tg.start_soon(self._watch_signals)
 
@@ -356,6 +358,7 @@ class Daemon:
                         await repo.finish_phase(
                             s, round_no, phase.name, output, complete_round=last, summary=summary
                         )
+                    self.status_snapshot.poke()  # its figures (pass rates, curriculum) are in the store now
                 except StopRequested:
                     log.info("phase.interrupted")
                     raise
@@ -388,11 +391,3 @@ class Daemon:
         with anyio.move_on_after(self.config.daemon.retry_backoff_s * 2 ** (failures - 1)):
             while not self.stopping:
                 await self._wait_for_change()
-
-    # --- status -----------------------------------------------------------------------------------------------
-
-    async def status(self) -> dict[str, Any]:
-        """The JSON document served at /status (`ops.status`)."""
-        from ops.status import status_document
-
-        return await status_document(self, VERSION)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx
@@ -33,6 +33,15 @@ Role = Literal["policy", "helper"]
 
 class ModelUnavailable(ModelError):
     """A model cannot be built (backend module missing, weights absent, server down)."""
+
+
+def observe_model_calls(metrics: Metrics) -> Any:
+    """Feed every model call of the process into the latency/token metrics; returns the remover."""
+    try:
+        from simulate.calls import add_observer
+    except ImportError:  # no model backends installed: nothing to observe
+        return lambda: None
+    return add_observer(metrics.observe_call)
 
 
 class ModelHub:

@@ -1,5 +1,6 @@
 """Faults and load inside `arena bench soak`: sandbox workers SIGKILLed mid-call on a schedule, and
-`/metrics` + `/status` scraped at a steady rate from a loopback client while rounds run.
+`/metrics` + `/status` scraped at a steady rate from a loopback client (on a thread with its own
+event loop) while rounds run.
 
 Both run beside the real daemon in its process; each is bounded (kills: one per scheduled round;
 load: `rate × seconds` requests at most) and reports what it did, so the soak can check that the
@@ -96,10 +97,14 @@ class AdminLoad:
         self.window: tuple[float, float] | None = None
 
     async def run(self, daemon: Any) -> None:
-        """Wait for the start round, then send the requests on a fixed schedule (never a burst)."""
+        """Wait for the start round, then send the requests on a fixed schedule (never a burst)
+        from a thread with its own event loop, as a scraper in another process would: on the
+        daemon's loop the client would wait for the round's work, and the round for the client."""
         while daemon.round is None or daemon.round < self.start_round or daemon.admin is None:  # noqa: ASYNC110
             await anyio.sleep(0.05)
-        base = f"http://127.0.0.1:{daemon.admin.port}"
+        await anyio.to_thread.run_sync(anyio.run, self._scrape, f"http://127.0.0.1:{daemon.admin.port}")
+
+    async def _scrape(self, base: str) -> None:
         total = int(self.rate * self.seconds)
         limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
         begun = time.monotonic()
