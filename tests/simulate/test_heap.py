@@ -21,5 +21,8 @@ def test_trim_heap_gives_freed_pages_back() -> None:
     del pin
     if before is None or grown is None or after is None:
         pytest.skip("no /proc")
-    assert grown - before > 150 << 20
+    # The 200 MB of blocks were resident at `grown` (each written), whether they took fresh pages
+    # or reused freed ones the process already held (then `grown - before` is smaller): what
+    # trimming must show is that they left the resident set.
+    assert grown - after > 150 << 20
     assert after - before < 50 << 20
