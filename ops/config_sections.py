@@ -275,6 +275,12 @@ class RoundConfig(ConfigSection):
         description="Yardstick tasks per arena environment and level (easy, medium, hard): drawn once, "
         "never trained on, run greedily with every tool each round (0: no yardstick).",
     )
+    yardstick_caps: Literal["fit", "round"] = Field(
+        "fit",
+        description="Turn and token caps of a yardstick episode. fit: each task gets its reference's calls plus "
+        "two turns and room for its longest call, at least max_turns and max_tokens_per_turn (a task the caps cut "
+        "short measures the caps, not the policy); round: max_turns and max_tokens_per_turn for every task.",
+    )
     yardstick_after_warmup: bool = Field(
         False,
         description="TRAIN also measures the policy right after its SFT warm-up on the yardstick, so a "

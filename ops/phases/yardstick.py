@@ -11,7 +11,8 @@ by design; the yardstick says whether the policy got better. It is
   `ops.phases.tasks.graph_tasks` drops any training task that repeats one (`fingerprint`);
 - run under caps its tasks fit: each task gets its reference's calls plus two turns and room for
   its longest call (`turn_budget`, `token_budget`), at least the round's caps, so a hard task
-  measures the policy rather than `round.max_turns`;
+  measures the policy rather than `round.max_turns` (`round.yardstick_caps = "round"`: the
+  round's caps for every task);
 - measured per round and stage (`live`: EVALUATE's policy; `candidate`: the policy PUBLISH gates)
   into `yardstick_runs`. A policy already measured on the same tasks (the candidate published last
   round, or a parent that was kept) is not run again: greedy decoding gives it the same episodes,
@@ -187,8 +188,11 @@ async def measure(
         await run_items(ctx, items, sharing(runner, limiter), done=done, save=save, concurrency=slots)
 
     async with anyio.create_task_group() as tg:
-        for (turns, tokens), group in by_budget(pending, episode.max_turns, episode.max_tokens_per_turn):
-            tg.start_soon(run_group, turns, tokens, group)
+        if ctx.config.round.yardstick_caps == "round":
+            tg.start_soon(run_group, episode.max_turns, episode.max_tokens_per_turn, pending)
+        else:
+            for (turns, tokens), group in by_budget(pending, episode.max_turns, episode.max_tokens_per_turn):
+                tg.start_soon(run_group, turns, tokens, group)
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
     summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")

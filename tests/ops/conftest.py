@@ -138,6 +138,8 @@ def small_eval() -> Callable[..., dict[str, str]]:
             "ARENA_ROUND__EPISODE_CONCURRENCY": "1",
             "ARENA_ROUND__MAX_TURNS": "1",
             "ARENA_ROUND__MAX_TOKENS_PER_TURN": "16",
+            # These tests are about the phases, not the yardstick's caps (tests/ops/test_yardstick.py).
+            "ARENA_ROUND__YARDSTICK_CAPS": "round",
             "ARENA_TRAINER__SYSTEM_PROMPT": "compact",
             "ARENA_TRAINER__TOOL_SUBSET": "0",
             # The 135M helper cannot write an environment; tests/ops/test_new_envs.py covers it.
