@@ -26,7 +26,7 @@ log = structlog.get_logger(__name__)
 
 # The store's figures change when a phase commits (which refreshes at once); the interval only
 # bounds how stale anything else may get (replicas, the cluster, a store edited from outside).
-REFRESH_INTERVAL_S = 1.0
+REFRESH_INTERVAL_S = 5.0
 
 
 def starting_document(daemon: Daemon, version: str) -> dict[str, Any]:
