@@ -28,14 +28,15 @@ MAX_IN_FLIGHT = 32
 
 
 def busy_sandbox_worker() -> int | None:
-    """A sandbox worker of this process (inside its sandbox) that is in the middle of a job."""
+    """A sandbox worker of this process (inside its sandbox) sleeping in a job (`time.sleep`: the
+    soak's stand-in calls and the sandbox's orphan test both make such calls to be killed in)."""
     for row in descendants(process_table(), os.getpid()):
         try:
             cmdline = Path(f"/proc/{row.pid}/cmdline").read_bytes()
             wchan = Path(f"/proc/{row.pid}/wchan").read_text()
         except OSError:
             continue
-        if b"arena.sandbox.worker" in cmdline and "sleep" in wchan:
+        if b"arena.sandbox.worker" in cmdline and "nanosleep" in wchan:
             return row.pid
     return None
 

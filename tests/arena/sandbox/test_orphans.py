@@ -17,8 +17,7 @@ import pytest
 
 from arena.sandbox import SandboxLimits, SandboxPool, SandboxViolation, process
 from arena.sandbox.process import WorkerProcess
-
-from .conftest import descendants
+from ops.soak_faults import busy_sandbox_worker
 
 pytestmark = pytest.mark.anyio
 SLEEPER = "def main(p):\n    import time\n    time.sleep(p['s'])\n    return 1\n"
@@ -86,22 +85,9 @@ async def test_a_worker_sigkilled_mid_call_is_replaced_and_leaves_no_process(spa
             with anyio.fail_after(20):
                 while victim is None:
                     await anyio.sleep(0.05)
-                    victim = _busy_worker()
+                    victim = busy_sandbox_worker()
             os.kill(victim, signal.SIGKILL)
         assert len(failures) == 1 and "killed by SIGKILL" in str(failures[0])
         assert await pool.run_program(SLEEPER, "main", {"s": 0}) == 1  # a replacement serves
     await anyio.sleep(0.2)
     assert _left_behind(spawned) == {}
-
-
-def _busy_worker() -> int | None:
-    """The pid of a worker process (inside its sandbox) that is sleeping in a job, if any."""
-    for pid in descendants():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            wchan = Path(f"/proc/{pid}/wchan").read_text()
-        except OSError:
-            continue
-        if b"arena.sandbox.worker" in cmdline and "nanosleep" in wchan:
-            return pid
-    return None
