@@ -187,12 +187,12 @@ async def measure(
         limiter = limiters.setdefault(size, anyio.CapacityLimiter(max(1, slots // size)))
         await run_items(ctx, items, sharing(runner, limiter), done=done, save=save, concurrency=slots)
 
+    caps = (episode.max_turns, episode.max_tokens_per_turn)
+    fit = ctx.config.round.yardstick_caps == "fit"
+    groups = by_budget(pending, *caps) if fit else [(caps, pending)]
     async with anyio.create_task_group() as tg:
-        if ctx.config.round.yardstick_caps == "round":
-            tg.start_soon(run_group, episode.max_turns, episode.max_tokens_per_turn, pending)
-        else:
-            for (turns, tokens), group in by_budget(pending, episode.max_turns, episode.max_tokens_per_turn):
-                tg.start_soon(run_group, turns, tokens, group)
+        for (turns, tokens), group in groups:
+            tg.start_soon(run_group, turns, tokens, group)
     async with ctx.store.transaction() as s:
         runs = [r for r in await repo_yardstick.runs(s, ctx.round, stage) if r.task_id in levels]
     summary = summarize(runs, stage=stage, policy=policy).model_dump(mode="json")
@@ -239,13 +239,10 @@ def token_budget(task: Any, floor: int) -> int:
     passed at all: a `create_event` call with its title, times and attendees is 70-133 tokens, and
     the cap cut it before `</tool_call>`.
     """
-    from arena.episode.parser import CALL_BLOCK_END, call_block_begin
+    from arena.episode.parser import call_block
 
     longest = max(
-        (
-            len(call_block_begin(c.name) + json.dumps(c.arguments, ensure_ascii=False) + CALL_BLOCK_END)
-            for c in task.reference
-        ),
+        (len(call_block(c.name, json.dumps(c.arguments, ensure_ascii=False))) for c in task.reference),
         default=0,
     )
     # Rounded up to 32 tokens, so the yardstick's tasks fall into a few groups.

@@ -253,7 +253,7 @@ def test_the_history_compares_each_round_with_the_first_and_the_previous() -> No
 def test_every_yardstick_task_runs_under_caps_its_reference_fits() -> None:
     import json
 
-    from arena.episode.parser import CALL_BLOCK_END, call_block_begin
+    from arena.episode.parser import call_block
     from arena.episode.runner import EpisodeConfig
     from arena.tasks.model import Task
     from ops.phases.yardstick import by_budget, token_budget, turn_budget, with_budget
@@ -285,7 +285,7 @@ def test_every_yardstick_task_runs_under_caps_its_reference_fits() -> None:
     hard = task([("get_event", {"event_id": "EVT-1015"})] * 4 + [long_call])
     # The real tokenizer of the embedded policy: the long call does not fit 64 tokens, and its budget holds it.
     tokenizer = LocalChatModel.load("embedded").tokenizer
-    text = call_block_begin(long_call[0]) + json.dumps(long_call[1], ensure_ascii=False) + CALL_BLOCK_END
+    text = call_block(long_call[0], json.dumps(long_call[1], ensure_ascii=False))
     assert len(tokenizer.encode(text)) > 64
     assert token_budget(hard, 64) >= len(tokenizer.encode(text)) and token_budget(hard, 64) % 32 == 0
     assert token_budget(short, 64) == 64 and turn_budget(short, 4) == 4
@@ -297,3 +297,30 @@ def test_every_yardstick_task_runs_under_caps_its_reference_fits() -> None:
     wider = with_budget(conf, 7, 128).episode
     assert (wider.max_turns, wider.max_tokens_per_turn) == (7, 128)
     assert wider.max_total_tokens == 4352 + 7 * 128 - 4 * 64
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("caps", ["fit", "round"])
+async def test_yardstick_caps_decide_whether_a_task_longer_than_the_rounds_cap_can_pass(
+    make_config, caps: str
+) -> None:
+    from ops.phases import yardstick
+    from ops.phases.runtime import load_envs
+
+    # One turn a round: even a one-call task (a call, then the answer) does not fit it.
+    config = make_config(**{**SMALL, "ARENA_ROUND__MAX_TURNS": "1", "ARENA_ROUND__YARDSTICK_CAPS": caps})
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        policy = _fakes().ScriptedReferencePolicy([])
+        ctx = context(config, store, policy)
+        envs = load_envs(ctx)
+        tasks, levels = await yardstick.ensure_drawn(ctx, envs, ["banking"], None)
+        policy.by_instruction = {t.instruction: t for t in tasks}
+        out = await yardstick.measure(ctx, envs, tasks, levels, stage="live", policy="base", pool=None)
+        async with store.transaction() as s:
+            finishes = {r.finish for r in await repo_yardstick.runs(s, 1, "live")}
+    assert tasks and out["overall"]["n"] == len(tasks)
+    if caps == "fit":  # each task gets its calls plus two turns: the perfect episode passes
+        assert out["overall"]["passed"] == len(tasks)
+    else:  # the round's single turn cuts every perfect episode short
+        assert out["overall"]["passed"] == 0 and finishes == {"max_turns"}
