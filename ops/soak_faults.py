@@ -13,7 +13,6 @@ import os
 import signal
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,24 +20,10 @@ import httpx
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.soak_probe import descendants, process_table
+from arena.sandbox.proctree import busy_sandbox_worker
 
 log = structlog.get_logger(__name__)
 MAX_IN_FLIGHT = 32
-
-
-def busy_sandbox_worker() -> int | None:
-    """A sandbox worker of this process (inside its sandbox) sleeping in a job (`time.sleep`: the
-    soak's stand-in calls and the sandbox's orphan test both make such calls to be killed in)."""
-    for row in descendants(process_table(), os.getpid()):
-        try:
-            cmdline = Path(f"/proc/{row.pid}/cmdline").read_bytes()
-            wchan = Path(f"/proc/{row.pid}/wchan").read_text()
-        except OSError:
-            continue
-        if b"arena.sandbox.worker" in cmdline and "nanosleep" in wchan:
-            return row.pid
-    return None
 
 
 class WorkerKiller:

@@ -19,50 +19,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from arena.sandbox.proctree import descendants, process_table
+
 PR_SET_CHILD_SUBREAPER = 36
-
-
-class ProcessRow(BaseModel):
-    """One process of the table: its parent, process group, state and command name."""
-
-    pid: int
-    ppid: int
-    pgid: int
-    state: str
-    comm: str
-
-
-def process_table() -> dict[int, ProcessRow]:
-    """Every process on the machine that `/proc` shows."""
-    table: dict[int, ProcessRow] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{entry.name}/stat").read_bytes()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after it.
-        comm = raw[raw.find(b"(") + 1 : raw.rfind(b")")].decode(errors="replace")
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        pid = int(entry.name)
-        table[pid] = ProcessRow(
-            pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), state=fields[0].decode(), comm=comm
-        )
-    return table
-
-
-def descendants(table: dict[int, ProcessRow], root: int) -> list[ProcessRow]:
-    """The processes below `root`, however deep (zombies included)."""
-    children: dict[int, list[int]] = {}
-    for row in table.values():
-        children.setdefault(row.ppid, []).append(row.pid)
-    out, stack = [], list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        out.append(table[pid])
-        stack.extend(children.get(pid, []))
-    return out
 
 
 class ProcessSample(BaseModel):

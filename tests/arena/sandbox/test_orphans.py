@@ -17,7 +17,7 @@ import pytest
 
 from arena.sandbox import SandboxLimits, SandboxPool, SandboxViolation, process
 from arena.sandbox.process import WorkerProcess
-from ops.soak_faults import busy_sandbox_worker
+from arena.sandbox.proctree import busy_sandbox_worker
 
 pytestmark = pytest.mark.anyio
 SLEEPER = "def main(p):\n    import time\n    time.sleep(p['s'])\n    return 1\n"
