@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ import anyio.to_thread
 import structlog
 import uvicorn
 
+from arena.listen import listening_socket
 from ops.admin import build_app
 
 if TYPE_CHECKING:
@@ -40,6 +42,11 @@ THREAD_NAME = "arena-admin"
 # little longer (uvicorn notices `should_exit` within 0.1 s).
 GRACEFUL_SHUTDOWN_S = 5
 JOIN_TIMEOUT_S = GRACEFUL_SHUTDOWN_S + 5
+# How long a thread holding the interpreter lock runs before one waiting for it gets it (Python's
+# default is 5 ms). At 5 ms a scrape waited up to 5 ms at each of its steps on the admin loop
+# whenever the rounds ran Python, and the rounds slowed more under load (docs/soak.md: 200
+# requests/s, p99 53 ms and rounds +16% at 5 ms; p99 49 ms and +12% at 0.5 ms).
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 class _Server(uvicorn.Server):
@@ -67,16 +74,7 @@ class AdminServer:
 
     def bind(self) -> None:
         """Bind and listen; raises `OSError` naming the address when it is taken."""
-        host = self.admin.host
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, self.admin.port))
-        except OSError as exc:
-            sock.close()
-            raise OSError(exc.errno, f"cannot listen on {self.admin.address}: {exc.strerror}") from None
-        sock.listen(128)
+        sock = listening_socket(self.admin.host, self.admin.port)
         sock.setblocking(False)
         self.sock = sock
 
@@ -86,6 +84,7 @@ class AdminServer:
         assert self.sock is not None, "bind() first"
         # The daemon runs on asyncio (anyio's default backend, which every `anyio.run` here uses).
         self._daemon_loop = asyncio.get_running_loop()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S))
         config = uvicorn.Config(
             self.app,
             log_config=None,

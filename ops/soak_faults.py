@@ -1,8 +1,8 @@
 """Faults and load inside `arena bench soak`: sandbox workers SIGKILLed mid-call on a schedule, and
-`/metrics` + `/status` scraped at a steady rate from a loopback client (on a thread with its own
-event loop) while rounds run.
+`/metrics` + `/status` scraped at a steady rate by a loopback client in a process of its own
+(`ops.admin_load_client`) while rounds run.
 
-Both run beside the real daemon in its process; each is bounded (kills: one per scheduled round;
+Both are driven from the real daemon's process; each is bounded (kills: one per scheduled round;
 load: `rate × seconds` requests at most) and reports what it did, so the soak can check that the
 daemon recovered by itself and lost or duplicated nothing.
 """
@@ -12,18 +12,17 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import time
+import sys
 from typing import Any
 
 import anyio
-import httpx
 import structlog
 from pydantic import BaseModel, Field
 
 from arena.sandbox.proctree import busy_sandbox_worker
+from ops.admin_load_client import ScrapeResult
 
 log = structlog.get_logger(__name__)
-MAX_IN_FLIGHT = 32
 
 
 class WorkerKiller:
@@ -68,83 +67,61 @@ class AdminLoadReport(BaseModel):
     round_seconds_loaded: float | None = None
     round_seconds_unloaded: float | None = None
     slowdown_pct: float | None = None
+    client_cpu_seconds: float | None = Field(None, description="CPU the load client used (its own process).")
 
 
 class AdminLoad:
-    """`/metrics` and `/status` in turn at `rate` requests/s for `seconds`, from round `start_round`;
-    at most `MAX_IN_FLIGHT` at once (the others are counted as dropped)."""
+    """`/metrics` and `/status` in turn at `rate` requests/s for `seconds`, from round `start_round`,
+    sent by `ops.admin_load_client` in a process of its own."""
 
     def __init__(self, rate: float, seconds: float, start_round: int) -> None:
         self.rate, self.seconds, self.start_round = rate, seconds, start_round
-        self.latencies: dict[str, list[float]] = {"/metrics": [], "/status": []}
-        self.errors: dict[str, int] = {"/metrics": 0, "/status": 0}
-        self.dropped: dict[str, int] = {"/metrics": 0, "/status": 0}
-        self.in_flight = 0
-        self.window: tuple[float, float] | None = None
+        self.result = ScrapeResult()
 
     async def run(self, daemon: Any) -> None:
-        """Wait for the start round, then send the requests on a fixed schedule (never a burst)
-        from a thread with its own event loop, as a scraper in another process would: on the
-        daemon's loop the client would wait for the round's work, and the round for the client."""
+        """Wait for the start round, then run the client process to its end (a process, as a
+        scraper is: in the daemon's process it would share the interpreter lock with the rounds)."""
         while daemon.round is None or daemon.round < self.start_round or daemon.admin is None:  # noqa: ASYNC110
             await anyio.sleep(0.05)
-        await anyio.to_thread.run_sync(anyio.run, self._scrape, f"http://127.0.0.1:{daemon.admin.port}")
-
-    async def _scrape(self, base: str) -> None:
-        total = int(self.rate * self.seconds)
-        limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
-        begun = time.monotonic()
-        try:
-            async with (
-                httpx.AsyncClient(base_url=base, timeout=5, limits=limits) as client,
-                anyio.create_task_group() as tg,
-            ):
-                for i in range(total):
-                    delay = begun + i / self.rate - time.monotonic()
-                    if delay > 0:
-                        await anyio.sleep(delay)
-                    if time.monotonic() - begun > self.seconds:
-                        break  # bounded in time as in count: a slow server gets fewer requests
-                    path = "/metrics" if i % 2 == 0 else "/status"
-                    if self.in_flight >= MAX_IN_FLIGHT:
-                        self.dropped[path] += 1  # never a pile-up behind a stalled server
-                        continue
-                    tg.start_soon(self._one, client, path)
-        finally:  # the rounds may end first: the window is what ran
-            self.window = (begun, time.monotonic())
-
-    async def _one(self, client: httpx.AsyncClient, path: str) -> None:
-        started = time.perf_counter()
-        self.in_flight += 1
-        try:
-            resp = await client.get(path)
-            ok = resp.status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        finally:
-            self.in_flight -= 1
-        self.latencies[path].append((time.perf_counter() - started) * 1000)
-        if not ok:
-            self.errors[path] += 1
+        command = [
+            "nice",
+            "-n",
+            "19",
+            sys.executable,
+            "-m",
+            "ops.admin_load_client",
+            "--base",
+            f"http://127.0.0.1:{daemon.admin.port}",
+        ]
+        command += ["--rate", str(self.rate), "--seconds", str(self.seconds)]
+        # A session of its own, as every process the soak starts: the orphan count tells those apart.
+        done = await anyio.run_process(command, check=False, start_new_session=True)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"admin load client failed ({done.returncode}): {done.stderr.decode()[-2000:]}"
+            )
+        self.result = ScrapeResult.model_validate_json(done.stdout)
 
     def report(self, round_windows: dict[int, tuple[float, float]]) -> AdminLoadReport:
         """The latencies, and the mean time of the rounds run wholly under load against the others."""
-        out = AdminLoadReport(rate=self.rate, seconds=self.seconds)
-        for path, values in self.latencies.items():
+        out = AdminLoadReport(
+            rate=self.rate, seconds=self.seconds, client_cpu_seconds=self.result.cpu_seconds
+        )
+        for path, values in self.result.latencies_ms.items():
             ordered = sorted(values)
             out.endpoints[path] = EndpointLoad(
                 requests=len(values),
-                errors=self.errors[path],
-                dropped=self.dropped[path],
+                errors=self.result.errors[path],
+                dropped=self.result.dropped[path],
                 p50_ms=round(ordered[len(ordered) // 2], 2) if ordered else None,
                 p99_ms=round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2)
                 if ordered
                 else None,
                 max_ms=round(ordered[-1], 2) if ordered else None,
             )
-        if self.window is None:
+        if self.result.window is None:
             return out
-        low, high = self.window
+        low, high = self.result.window
         loaded = {r: b - a for r, (a, b) in round_windows.items() if a >= low and b <= high}
         unloaded = {r: b - a for r, (a, b) in round_windows.items() if b < low or a > high}
         out.rounds_loaded = sorted(loaded)

@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from arena.listen import listening_socket
 from arena.protocols import ChatModel, ModelError
 from arena.types import Completion
 from simulate.generation_defaults import generation_defaults
@@ -190,13 +191,7 @@ async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncI
     """Run `app` under uvicorn while the block runs; yields its base URL (port 0 = any free port)."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock = listening_socket(host, port)
     bound = sock.getsockname()[1]
     ready = anyio.Event()
 

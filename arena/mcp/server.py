@@ -204,20 +204,6 @@ async def serve_stdio(served: ServedEnvironment) -> None:
             await instances.aclose()
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket (port 0 picks a free one); raises OSError when the address is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    return sock
-
-
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its own signal handling: `serve_http` stops it on SIGINT/SIGTERM so that the
     process exits 0 (uvicorn re-raises the signal after shutting down, which kills the process)."""

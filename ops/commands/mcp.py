@@ -38,7 +38,7 @@ def parse_address(value: str) -> tuple[str, int]:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Load the environment, then serve it until the client leaves (stdio) or a signal (HTTP)."""
-    from arena.mcp.server import bind_socket
+    from arena.listen import listening_socket
     from ops.logging import configure_logging
 
     configure_logging(level=args.log_level, fmt="auto", stream=sys.stderr)
@@ -54,9 +54,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 0
     host, port = address
     try:
-        sock = bind_socket(host, port)
+        sock = listening_socket(host, port)
     except OSError as exc:
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise CliError(exc.strerror or str(exc)) from None
     try:
         anyio.run(_serve, env, sock, host)
     finally:
