@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from arena.store import Store, check_integrity, repo
 from ops.config import ArenaConfig, load_config
 from ops.daemon import Daemon
-from ops.soak_faults import AdminLoad, AdminLoadReport, WorkerKiller
+from ops.soak_faults import AdminLoad, AdminLoadReport, DatabaseRestarter, DatabaseRestarts, WorkerKiller
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
 from ops.soak_train import DiskFaults
@@ -77,6 +77,7 @@ class SoakReport(BaseModel):
         default_factory=dict, description="Round -> sandbox worker pid killed."
     )
     disk: DiskFaults = Field(default_factory=DiskFaults)
+    database_restarts: DatabaseRestarts = Field(default_factory=DatabaseRestarts)
     phase_failures: dict[str, int] = Field(
         default_factory=dict, description="Failed phase attempts the daemon retried by itself, by phase."
     )
@@ -102,6 +103,7 @@ class SoakDaemon(Daemon):
     samples: list[RoundSample]
     soak_store_files: set[Path]
     round_windows: dict[int, tuple[float, float]]
+    foreign_processes: set[int]
 
     async def _run_round(self, round_no: int) -> None:
         started = time.monotonic()
@@ -127,7 +129,7 @@ def metric_series(metrics: Any) -> int:
 
 async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSample:
     """One round's sample (see the module's docstring)."""
-    proc = sample_process()
+    proc = sample_process(daemon.foreign_processes)
     async with daemon.store.transaction() as s:
         integrity = await check_integrity(s)
         episodes = await repo.episodes_for_round(s, round_no)
@@ -218,10 +220,12 @@ async def run_soak(
     kill_worker_every: int = 0,
     admin_load: AdminLoad | None = None,
     enospc_every: int = 0,
+    database_restarter: DatabaseRestarter | None = None,
 ) -> SoakReport:
     """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
     SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API;
-    `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`)."""
+    `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`);
+    `database_restarter`: restart the database server mid-phase (PostgreSQL only)."""
     work = work or StandInWork()
     if kill_worker_every and not work.call_seconds:
         work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
@@ -232,6 +236,9 @@ async def run_soak(
         config = soak_config(root, database_url, keep_rounds, config_file)
         started = time.monotonic()
         store = Store(config.database_url, busy_timeout_s=config.store.busy_timeout_s)
+        if database_restarter is not None and store.dialect != "postgresql":
+            await store.aclose()
+            raise ValueError("a database restart needs a PostgreSQL store (--database-url)")
         try:
             await _refuse_a_used_store(store)
             daemon = SoakDaemon(
@@ -241,14 +248,15 @@ async def run_soak(
                 max_rounds=rounds,
                 handle_signals=False,
             )
-            daemon.samples, daemon.round_windows = [], {}
+            daemon.samples, daemon.round_windows, daemon.foreign_processes = [], {}, set()
             sqlite = config.database_url.split("///", 1)[-1]
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}
             subreaper = set_subreaper(True)
             try:
-                stalled = await _run_watched(daemon, [x for x in (killer, admin_load) if x is not None])
+                beside = [x for x in (killer, admin_load, database_restarter) if x is not None]
+                stalled = await _run_watched(daemon, beside)
                 await anyio.sleep(0.2)  # the last sandboxes' namespaces are torn down
-                after = sample_process()
+                after = sample_process(daemon.foreign_processes)
             finally:
                 if subreaper:
                     set_subreaper(False)
@@ -269,6 +277,9 @@ async def run_soak(
             stalled=stalled,
             worker_kills=killer.kills if killer is not None else {},
             disk=disk,
+            database_restarts=database_restarter.report
+            if database_restarter is not None
+            else DatabaseRestarts(),
             phase_failures=_phase_failures(daemon),
             admin_load=admin_load.report(daemon.round_windows) if admin_load is not None else None,
         )

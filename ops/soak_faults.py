@@ -1,10 +1,11 @@
-"""Faults and load inside `arena bench soak`: sandbox workers SIGKILLed mid-call on a schedule, and
-`/metrics` + `/status` scraped at a steady rate by a loopback client in a process of its own
+"""Faults and load inside `arena bench soak`: sandbox workers SIGKILLed mid-call, the database
+server restarted mid-phase (by a command the operator names), each on a schedule, and `/metrics` +
+`/status` scraped at a steady rate by a loopback client in a process of its own
 (`ops.admin_load_client`) while rounds run.
 
-Both are driven from the real daemon's process; each is bounded (kills: one per scheduled round;
-load: `rate × seconds` requests at most) and reports what it did, so the soak can check that the
-daemon recovered by itself and lost or duplicated nothing.
+Each is driven from the real daemon's process, is bounded (one fault per scheduled round; load:
+`rate × seconds` requests at most) and reports what it did, so the soak can check that the daemon
+recovered by itself and lost or duplicated nothing.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import os
 import signal
 import statistics
 import sys
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
 from pydantic import BaseModel, Field
 
-from arena.sandbox.proctree import busy_sandbox_worker
+from arena.sandbox.proctree import busy_sandbox_worker, descendants, process_table
 from ops.admin_load_client import ScrapeResult
 
 log = structlog.get_logger(__name__)
@@ -44,6 +48,73 @@ class WorkerKiller:
                 os.kill(pid, signal.SIGKILL)
                 self.kills[rnd] = pid
                 log.info("soak.worker_killed", round=rnd, pid=pid)
+
+
+def adopted_processes() -> set[int]:
+    """Live processes this one adopted as a child subreaper, sandboxes' own processes left out."""
+    me = os.getpid()
+    out = set()
+    for row in descendants(process_table(), me):
+        if row.ppid != me or row.state == "Z":
+            continue
+        try:
+            cmdline = Path(f"/proc/{row.pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"bwrap" not in cmdline and b"arena.sandbox" not in cmdline:
+            out.add(row.pid)
+    return out
+
+
+RESTART_TIMEOUT_S = 300  # a restart command that never returns fails the soak instead of hanging it
+
+
+class DatabaseRestarts(BaseModel):
+    """The database server restarted in the middle of a phase, on a schedule."""
+
+    every: int = 0
+    command: list[str] = Field(default_factory=list)
+    seconds: dict[int, float] = Field(default_factory=dict, description="Round -> how long the restart took.")
+
+
+class DatabaseRestarter:
+    """Run `command` (one that restarts the store's database server and returns once it is back)
+    in EVALUATE of every `every`-th round, while the phase's transactions are in flight."""
+
+    def __init__(self, every: int, command: list[str]) -> None:
+        if every < 1 or not command:
+            raise ValueError("a database restart needs a schedule (every N >= 1 rounds) and a command")
+        self.report = DatabaseRestarts(every=every, command=command)
+
+    async def run(self, daemon: Any) -> None:
+        """Watch the daemon's rounds until cancelled."""
+        while True:
+            await anyio.sleep(0.01)
+            rnd = daemon.round
+            if (
+                rnd is None
+                or rnd % self.report.every
+                or rnd in self.report.seconds
+                or daemon.phase != "evaluate"
+            ):
+                continue
+            started = time.monotonic()
+            before = adopted_processes()
+            # Output to a file, not a pipe: a server the command starts may keep its output open
+            # for as long as it runs, and reading a pipe to its end would wait for that.
+            with tempfile.TemporaryFile() as output, anyio.fail_after(RESTART_TIMEOUT_S):
+                done = await anyio.run_process(
+                    self.report.command, check=False, start_new_session=True, stdout=output, stderr=output
+                )
+                output.seek(0)
+                said = output.read()[-2000:].decode(errors="replace")
+            # The server the command started outlives it and is adopted by the soak (a child
+            # subreaper): it is the database's, not a process the daemon leaked.
+            daemon.foreign_processes |= adopted_processes() - before
+            if done.returncode != 0:
+                raise RuntimeError(f"the database restart command failed ({done.returncode}): {said}")
+            self.report.seconds[rnd] = round(time.monotonic() - started, 3)
+            log.info("soak.database_restarted", round=rnd, seconds=self.report.seconds[rnd])
 
 
 class EndpointLoad(BaseModel):

@@ -35,13 +35,24 @@ class ProcessSample(BaseModel):
     reaped: int = 0  # adopted processes that had died (a dying sandbox's init, re-parented on its way out)
 
 
-def sample_process() -> ProcessSample:
-    """Measure this process; adopted zombies are reaped after being counted (nobody else waits for them)."""
+def sample_process(foreign: set[int] | None = None) -> ProcessSample:
+    """Measure this process; adopted zombies are reaped after being counted (nobody else waits for
+    them). `foreign`: processes below this one that are not the daemon's (a database server a fault
+    restarted, adopted when the restart command exited), left out with everything below them."""
     status = dict(
         line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
     )
     me = os.getpid()
-    below = descendants(process_table(), me)
+    table = process_table()
+    below = descendants(table, me)
+    if foreign:
+        skip = {
+            pid
+            for root in foreign
+            if root in table
+            for pid in [root, *(r.pid for r in descendants(table, root))]
+        }
+        below = [row for row in below if row.pid not in skip]
     adopted = [row for row in below if row.ppid == me and (row.pid != row.pgid or _namespace_init(row.pid))]
     for row in adopted:
         if row.state == "Z":  # died after it was adopted: the kernel would have had init reap it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 import anyio
@@ -15,7 +16,7 @@ import anyio
 from ops.cli import Cli, CliError
 from ops.commands.envs import quiet_logs
 from ops.soak import FIGURES, SoakReport, run_soak
-from ops.soak_faults import AdminLoad
+from ops.soak_faults import AdminLoad, DatabaseRestarter
 from ops.soak_phases import StandInWork
 
 
@@ -28,6 +29,16 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
     if args.admin_load:
         start = args.admin_load_from or max(2, args.rounds // 3)
         load = AdminLoad(args.admin_load, args.admin_load_seconds, start)
+    restarter = None
+    if args.restart_database_every or args.restart_database_command:
+        if not (args.restart_database_every and args.restart_database_command):
+            raise CliError("--restart-database-every and --restart-database-command go together")
+        try:
+            restarter = DatabaseRestarter(
+                args.restart_database_every, shlex.split(args.restart_database_command)
+            )
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     work = StandInWork(tasks=args.tasks, samples=args.samples, new_env_every=args.new_env_every)
     try:
         report = anyio.run(
@@ -41,6 +52,7 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
                 kill_worker_every=args.kill_worker_every,
                 admin_load=load,
                 enospc_every=args.enospc_every,
+                database_restarter=restarter,
             )
         )
     except ValueError as exc:
@@ -77,6 +89,11 @@ def _print(report: SoakReport) -> None:
     if report.disk.injected:
         print(
             f"checkpoint saves on a full disk: {len(report.disk.injected)}, half-written loaded: {report.disk.half_written_loaded}"
+        )
+    if report.database_restarts.seconds:
+        restarts = report.database_restarts.seconds
+        print(
+            f"database restarts mid-phase: {len(restarts)} (rounds {sorted(restarts)}), longest {max(restarts.values())} s"
         )
     if report.admin_load is not None:
         load = report.admin_load
@@ -120,6 +137,14 @@ def register(cli: Cli) -> None:
     )
     p.add_argument(
         "--enospc-every", type=int, default=0, help="a full disk during every N-th round's checkpoint save"
+    )
+    p.add_argument(
+        "--restart-database-every", type=int, default=0, help="restart PostgreSQL mid-phase every N rounds"
+    )
+    p.add_argument(
+        "--restart-database-command",
+        default=None,
+        help="the command that restarts it and returns once it is up (e.g. 'pg_ctlcluster 15 main restart')",
     )
     p.add_argument("--admin-load-seconds", type=float, default=60, help="for this long (default 60 s)")
     p.add_argument("--admin-load-from", type=int, default=None, help="from this round (default: a third in)")
