@@ -14,6 +14,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,11 @@ from arena.store import Store, check_integrity, repo
 from ops.config import ArenaConfig, load_config
 from ops.daemon import Daemon
 from ops.soak_faults import AdminLoad, AdminLoadReport, DatabaseRestarter, DatabaseRestarts, WorkerKiller
+from ops.soak_model import MODEL_NAME, ModelServer, ModelServerFaults, ModelServerKiller
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
 from ops.soak_train import DiskFaults
+from simulate.http import HttpChatModel
 
 log = structlog.get_logger(__name__)
 FIGURES = ("rss_bytes", "open_fds", "threads", "children", "store_bytes", "data_dir_bytes", "metric_series")
@@ -78,6 +82,7 @@ class SoakReport(BaseModel):
     )
     disk: DiskFaults = Field(default_factory=DiskFaults)
     database_restarts: DatabaseRestarts = Field(default_factory=DatabaseRestarts)
+    model_server: ModelServerFaults = Field(default_factory=ModelServerFaults)
     phase_failures: dict[str, int] = Field(
         default_factory=dict, description="Failed phase attempts the daemon retried by itself, by phase."
     )
@@ -221,16 +226,63 @@ async def run_soak(
     admin_load: AdminLoad | None = None,
     enospc_every: int = 0,
     database_restarter: DatabaseRestarter | None = None,
+    kill_model_every: int = 0,
 ) -> SoakReport:
     """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
     SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API;
     `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`);
-    `database_restarter`: restart the database server mid-phase (PostgreSQL only)."""
+    `database_restarter`: restart the database server mid-phase (PostgreSQL only);
+    `kill_model_every`: every episode calls a stand-in model server, SIGKILLed mid-EVALUATE and
+    started again in every N-th round (`ops.soak_model`)."""
     work = work or StandInWork()
     if kill_worker_every and not work.call_seconds:
         work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
     killer = WorkerKiller(kill_worker_every) if kill_worker_every else None
     disk = DiskFaults(enospc_every=enospc_every)
+    async with _model_server(kill_model_every) as (model, model_killer):
+        return await _soak(
+            rounds, warmup, database_url, keep_rounds, work, data_dir, config_file, killer, admin_load,
+            disk, database_restarter, model, model_killer,
+        )  # fmt: skip
+
+
+@asynccontextmanager
+async def _model_server(
+    kill_every: int,
+) -> AsyncIterator[tuple[HttpChatModel | None, ModelServerKiller | None]]:
+    """The stand-in model server and its killer when `kill_every` asks for them."""
+    if not kill_every:
+        yield None, None
+        return
+    server = ModelServer()
+    await server.start()
+    # Retries and a short breaker cooldown: a restart takes about a second, and the daemon's
+    # episodes should ride it out as the policy's would ride out a model server restarted by systemd.
+    model = HttpChatModel(
+        server.url, MODEL_NAME, retries=6, backoff_s=0.25, backoff_max_s=2, breaker_cooldown_s=1
+    )
+    try:
+        yield model, ModelServerKiller(server, kill_every)
+    finally:
+        await model.aclose()
+        await server.stop()
+
+
+async def _soak(
+    rounds: int,
+    warmup: int | None,
+    database_url: str | None,
+    keep_rounds: int | None,
+    work: StandInWork,
+    data_dir: Path | None,
+    config_file: Path | None,
+    killer: WorkerKiller | None,
+    admin_load: AdminLoad | None,
+    disk: DiskFaults,
+    database_restarter: DatabaseRestarter | None,
+    model: HttpChatModel | None,
+    model_killer: ModelServerKiller | None,
+) -> SoakReport:
     with tempfile.TemporaryDirectory(prefix="arena-soak-") as scratch:
         root = data_dir or Path(scratch)
         config = soak_config(root, database_url, keep_rounds, config_file)
@@ -243,7 +295,7 @@ async def run_soak(
             await _refuse_a_used_store(store)
             daemon = SoakDaemon(
                 config,
-                phases=standin_phases(work, disk),
+                phases=standin_phases(work, disk, model, model_killer.report if model_killer else None),
                 store=store,
                 max_rounds=rounds,
                 handle_signals=False,
@@ -253,7 +305,7 @@ async def run_soak(
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}
             subreaper = set_subreaper(True)
             try:
-                beside = [x for x in (killer, admin_load, database_restarter) if x is not None]
+                beside = [x for x in (killer, admin_load, database_restarter, model_killer) if x is not None]
                 stalled = await _run_watched(daemon, beside)
                 await anyio.sleep(0.2)  # the last sandboxes' namespaces are torn down
                 after = sample_process(daemon.foreign_processes)
@@ -280,6 +332,7 @@ async def run_soak(
             database_restarts=database_restarter.report
             if database_restarter is not None
             else DatabaseRestarts(),
+            model_server=model_killer.report if model_killer is not None else ModelServerFaults(),
             phase_failures=_phase_failures(daemon),
             admin_load=admin_load.report(daemon.round_windows) if admin_load is not None else None,
         )

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from arena.protocols import ChatModel, ModelError
 from arena.store import (
     CurriculumStateRow,
     TaskRow,
@@ -24,9 +25,11 @@ from arena.store import (
     repo,
     repo_yardstick,
 )
+from arena.types import Message
 from ops.phases.base import PHASE_ORDER, BasePhase, PhaseContext
 from ops.phases.episodes import EpisodeResult, WorkItem, run_work_items, store_tasks
 from ops.phases.runtime import sandbox_pool
+from ops.soak_model import ModelServerFaults
 from ops.soak_train import DiskFaults
 
 # The sandboxed work of one stand-in episode: a tiny program, run in a confined worker.
@@ -68,8 +71,11 @@ class StandInEvaluate(BasePhase):
 
     name = "evaluate"
 
-    def __init__(self, work: StandInWork) -> None:
+    def __init__(
+        self, work: StandInWork, model: ChatModel | None = None, model_faults: ModelServerFaults | None = None
+    ) -> None:
         self.work = work
+        self.model, self.model_faults = model, model_faults or ModelServerFaults()
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
         envs = env_names(self.work, ctx.round)
@@ -101,7 +107,10 @@ class StandInEvaluate(BasePhase):
                     value = await pool.run_program(
                         PROGRAM, "main", {"key": key, "sleep": self.work.call_seconds}
                     )
-                except SandboxViolation as exc:  # a killed worker: the episode fails, the round goes on
+                    answer = await self._ask_model(key)
+                except (SandboxViolation, ModelError) as exc:
+                    # A killed worker, or a model server down past the client's retries: the
+                    # episode fails, the round goes on.
                     ctx.metrics.record_episode(item.env, "error", 0.0)
                     return EpisodeResult(
                         reward=0.0, passed=False, finish="error", transcript={"error": str(exc)}
@@ -111,7 +120,7 @@ class StandInEvaluate(BasePhase):
                 return EpisodeResult(
                     reward=reward,
                     passed=reward > 0.5,
-                    transcript={"key": key, "value": value, "pad": padding},
+                    transcript={"key": key, "value": value, "answer": answer, "pad": padding},
                 )
 
             stats = await run_work_items(ctx, items, runner, purpose="eval", concurrency=2)
@@ -121,6 +130,17 @@ class StandInEvaluate(BasePhase):
             ctx.metrics.env_pass_rate.labels(environment=ctx.metrics.env(env)).set(rate)
         await self._yardstick(ctx)
         return {**stats, "envs": len(envs)}
+
+    async def _ask_model(self, key: str) -> str | None:
+        """The episode's model call, when the soak serves a stand-in model."""
+        if self.model is None:
+            return None
+        self.model_faults.calls += 1
+        try:
+            return (await self.model.chat([Message(role="user", content=key)])).text
+        except ModelError:
+            self.model_faults.failed_calls += 1
+            raise
 
     async def _yardstick(self, ctx: PhaseContext) -> None:
         drawn = [
@@ -168,15 +188,21 @@ class StandInStep(BasePhase):
             await repo.record_event(session, "curriculum", "difficulty.hold", {"round": ctx.round})
 
 
-def standin_phases(work: StandInWork | None = None, faults: DiskFaults | None = None) -> list[BasePhase]:
-    """The six stand-in phases, in the daemon's order (`ops.soak_train` for TRAIN and PUBLISH)."""
+def standin_phases(
+    work: StandInWork | None = None,
+    faults: DiskFaults | None = None,
+    model: ChatModel | None = None,
+    model_faults: ModelServerFaults | None = None,
+) -> list[BasePhase]:
+    """The six stand-in phases, in the daemon's order (`ops.soak_train` for TRAIN and PUBLISH);
+    with `model`, every stand-in episode also calls it."""
     from ops.soak_train import StandInPublish, StandInTrain
 
     work = work or StandInWork()
     faults = faults or DiskFaults()
     steps = [StandInStep(name, work) for name in PHASE_ORDER[1:4]]
     return [
-        StandInEvaluate(work),
+        StandInEvaluate(work, model, model_faults),
         *steps,
         StandInTrain(work.checkpoint_kb, faults),
         StandInPublish(work.checkpoint_kb, faults),

@@ -53,6 +53,7 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
                 admin_load=load,
                 enospc_every=args.enospc_every,
                 database_restarter=restarter,
+                kill_model_every=args.kill_model_every,
             )
         )
     except ValueError as exc:
@@ -94,6 +95,11 @@ def _print(report: SoakReport) -> None:
         restarts = report.database_restarts.seconds
         print(
             f"database restarts mid-phase: {len(restarts)} (rounds {sorted(restarts)}), longest {max(restarts.values())} s"
+        )
+    if report.model_server.kills:
+        model = report.model_server
+        print(
+            f"model server killed mid-phase: {len(model.kills)}, calls failed after retries: {model.failed_calls}"
         )
     if report.admin_load is not None:
         load = report.admin_load
@@ -137,6 +143,12 @@ def register(cli: Cli) -> None:
     )
     p.add_argument(
         "--enospc-every", type=int, default=0, help="a full disk during every N-th round's checkpoint save"
+    )
+    p.add_argument(
+        "--kill-model-every",
+        type=int,
+        default=0,
+        help="episodes call a stand-in model server, SIGKILLed mid-EVALUATE and restarted every N rounds",
     )
     p.add_argument(
         "--restart-database-every", type=int, default=0, help="restart PostgreSQL mid-phase every N rounds"

@@ -92,3 +92,19 @@ def test_growth_is_the_slope_after_the_warmup() -> None:
     assert report.rss_growth_pct == pytest.approx(100 * 5 / 1003, abs=0.01)
     assert report.ok
     assert slope([(1, 2.0)]) == 0.0
+
+
+def test_a_model_server_killed_mid_phase_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    args = shlex.split("--rounds 3 --keep-rounds 1 --tasks 2 --samples 2 --kill-model-every 2")
+    code = main(["bench", "soak", "--json", *args])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"], report
+    model = report["model_server"]
+    assert list(model["kills"]) == ["2"]  # SIGKILLed with a call in flight, started again
+    assert model["calls"] == 3 * 4 and 0 <= model["failed_calls"] <= 2 * 4
+    # Round 1 ran before any kill: every call answered.
+    assert report["samples"][0]["errored_episodes"] == 0
+    assert all(s["episodes"] == 4 for s in report["samples"])
+    assert report["episodes_lost"] == report["episodes_duplicated"] == 0
+    # The server is not the daemon's process: it leaves nothing behind, and is not counted.
+    assert report["orphans_during"] == report["orphans_after"] == 0 and report["children_after"] == 0

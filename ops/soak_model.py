@@ -1,0 +1,167 @@
+"""The model server fault of `arena bench soak`: a stand-in model behind the real OpenAI-compatible
+server (`simulate.serve`) in a process of its own, called by every stand-in episode through the
+real HTTP client (`simulate.http.HttpChatModel`, its retries and circuit breaker), SIGKILLed in the
+middle of EVALUATE on a schedule and started again on the same port, as systemd's `Restart=` or a
+Kubernetes restart would.
+
+`StandInChatModel` is a scripted fake (no model): it answers after a short pause so that a kill
+finds calls in flight. Run as `python -m ops.soak_model --port P` it serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+from anyio.abc import Process
+from pydantic import BaseModel, Field
+
+from arena.types import Completion, Message
+from simulate.serve import create_app, serving
+
+log = structlog.get_logger(__name__)
+MODEL_NAME = "standin-model"
+READY_TIMEOUT_S = 60.0
+
+
+class StandInChatModel:
+    """A scripted fake chat model: a fixed answer per conversation, after `pause_s`."""
+
+    name = MODEL_NAME
+
+    def __init__(self, pause_s: float = 0.05) -> None:
+        self.pause_s = pause_s
+
+    async def chat(self, messages: list[Message], *, tools: Any = None, params: Any = None) -> Completion:
+        """The answer: a hash of the last message, so a repeated call answers the same."""
+        await anyio.sleep(self.pause_s)
+        digest = hashlib.sha256((messages[-1].content or "").encode()).hexdigest()[:8]
+        return Completion(text=f"standin {digest}")
+
+
+class ModelServerFaults(BaseModel):
+    """The model server killed mid-EVALUATE on a schedule, and what the episodes saw."""
+
+    every: int = 0
+    down_s: float = 0.0
+    kills: dict[int, float] = Field(
+        default_factory=dict, description="Round -> seconds from the kill until the server answered again."
+    )
+    calls: int = Field(0, description="Model calls the stand-in episodes started.")
+    failed_calls: int = Field(0, description="Episodes whose model call failed after the client's retries.")
+
+
+class ModelServer:
+    """The stand-in model server process on a fixed port: start, kill, start again."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: Process | None = None
+
+    @property
+    def pid(self) -> int:
+        """The running server's process id."""
+        assert self.process is not None, "start() first"
+        return self.process.pid
+
+    async def start(self) -> None:
+        """Start the process and return once it answers `/v1/models`."""
+        command = [sys.executable, "-m", "ops.soak_model", "--port", str(self.port)]
+        # A session of its own, as every process the soak starts: the orphan count tells those apart.
+        self.process = await anyio.open_process(command, start_new_session=True, stdout=None, stderr=None)
+        with anyio.fail_after(READY_TIMEOUT_S):
+            async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
+                while True:
+                    if self.process.returncode is not None:
+                        raise RuntimeError(f"the stand-in model server exited ({self.process.returncode})")
+                    try:
+                        if (await client.get("/v1/models")).status_code == 200:
+                            return
+                    except httpx.HTTPError:
+                        pass
+                    await anyio.sleep(0.05)
+
+    async def kill(self) -> None:
+        """SIGKILL the process and reap it."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGKILL)
+            await self.process.wait()
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it lingers; reaped either way."""
+        if self.process is None or self.process.returncode is not None:
+            return
+        self.process.terminate()
+        with anyio.move_on_after(10):
+            await self.process.wait()
+            return
+        await self.kill()
+
+
+class ModelServerKiller:
+    """SIGKILL the model server in EVALUATE of every `every`-th round, once episodes are calling it,
+    and start it again after `down_s` seconds."""
+
+    def __init__(self, server: ModelServer, every: int, down_s: float = 0.5) -> None:
+        if every < 1:
+            raise ValueError("a model server kill needs a schedule (every N >= 1 rounds)")
+        self.server = server
+        self.report = ModelServerFaults(every=every, down_s=down_s)
+
+    async def run(self, daemon: Any) -> None:
+        """Watch the daemon's rounds until cancelled."""
+        while True:
+            await anyio.sleep(0.01)
+            rnd = daemon.round
+            if (
+                rnd is None
+                or rnd % self.report.every
+                or rnd in self.report.kills
+                or daemon.phase != "evaluate"
+            ):
+                continue
+            seen = self.report.calls  # counted by the stand-in EVALUATE: kill with a call in flight
+            while self.report.calls == seen and daemon.phase == "evaluate":  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+            killed = time.monotonic()
+            await self.server.kill()
+            log.info("soak.model_server_killed", round=rnd)
+            await anyio.sleep(self.report.down_s)
+            await self.server.start()
+            daemon.foreign_processes.add(self.server.pid)
+            self.report.kills[rnd] = round(time.monotonic() - killed, 3)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the stand-in model on `--port` until SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m ops.soak_model", description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        async with serving(create_app(StandInChatModel()), port=args.port):
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    return
+
+    anyio.run(serve)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
