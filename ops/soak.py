@@ -14,8 +14,6 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +21,15 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
+from arena.protocols import ChatModel
 from arena.store import Store, check_integrity, repo
 from ops.config import ArenaConfig, load_config
 from ops.daemon import Daemon
 from ops.soak_faults import AdminLoad, AdminLoadReport, DatabaseRestarter, DatabaseRestarts, WorkerKiller
-from ops.soak_model import MODEL_NAME, ModelServer, ModelServerFaults, ModelServerKiller
+from ops.soak_model import ModelServerFaults, ModelServerKiller, stand_in_model_server
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
 from ops.soak_train import DiskFaults
-from simulate.http import HttpChatModel
 
 log = structlog.get_logger(__name__)
 FIGURES = ("rss_bytes", "open_fds", "threads", "children", "store_bytes", "data_dir_bytes", "metric_series")
@@ -109,12 +107,16 @@ class SoakDaemon(Daemon):
     soak_store_files: set[Path]
     round_windows: dict[int, tuple[float, float]]
     foreign_processes: set[int]
+    samples_file: Path | None = None
 
     async def _run_round(self, round_no: int) -> None:
         started = time.monotonic()
         await super()._run_round(round_no)
         self.round_windows[round_no] = (started, time.monotonic())
         self.samples.append(await measure(self, round_no, time.monotonic() - started))
+        if self.samples_file is not None:
+            with self.samples_file.open("a") as out:
+                out.write(self.samples[-1].model_dump_json() + "\n")
 
 
 async def store_bytes(store: Store, files: set[Path]) -> int:
@@ -158,9 +160,14 @@ async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSam
 
 
 def soak_config(
-    data_dir: Path, database_url: str | None, keep_rounds: int | None, config_file: Path | None = None
+    data_dir: Path,
+    database_url: str | None,
+    keep_rounds: int | None,
+    config_file: Path | None = None,
+    last_round: int | None = None,
 ) -> ArenaConfig:
-    """The soak's configuration: a scratch data directory, an ephemeral loopback admin port;
+    """The soak's configuration: a scratch data directory, an ephemeral loopback admin port, the
+    daemon stopping after `last_round` (a restarted run goes on to the same end);
     `keep_rounds` sets every `store.keep_*_rounds` and `trainer.keep_rounds` (None: the file's or
     the defaults)."""
     # A failed phase (a fault the soak injects) is retried after 0.1 s rather than the default 5 s.
@@ -171,6 +178,8 @@ def soak_config(
     }
     if database_url:
         env["ARENA_DATABASE_URL"] = database_url
+    if last_round is not None:
+        env["ARENA_DAEMON__LAST_ROUND"] = str(last_round)
     if keep_rounds is not None:
         for key in ("TRANSCRIPT", "EPISODE", "TASK", "EVENT", "YARDSTICK"):
             env[f"ARENA_STORE__KEEP_{key}_ROUNDS"] = str(keep_rounds)
@@ -227,45 +236,27 @@ async def run_soak(
     enospc_every: int = 0,
     database_restarter: DatabaseRestarter | None = None,
     kill_model_every: int = 0,
+    resume: bool = False,
+    samples_file: Path | None = None,
 ) -> SoakReport:
     """Run the soak; a scratch data directory unless `data_dir` is given. `kill_worker_every`:
     SIGKILL a sandbox worker mid-call in every N-th round; `admin_load`: scrape the admin API;
     `enospc_every`: a full disk during every N-th round's checkpoint save (`ops.soak_train`);
     `database_restarter`: restart the database server mid-phase (PostgreSQL only);
     `kill_model_every`: every episode calls a stand-in model server, SIGKILLed mid-EVALUATE and
-    started again in every N-th round (`ops.soak_model`)."""
+    started again in every N-th round (`ops.soak_model`). `resume`: go on in `data_dir`'s store
+    where a killed run stopped (`ops.soak_supervise`); `samples_file`: append each round's sample
+    there as a JSON line as soon as it is taken."""
     work = work or StandInWork()
     if kill_worker_every and not work.call_seconds:
         work = work.model_copy(update={"call_seconds": 0.05})  # calls long enough to be caught in
     killer = WorkerKiller(kill_worker_every) if kill_worker_every else None
     disk = DiskFaults(enospc_every=enospc_every)
-    async with _model_server(kill_model_every) as (model, model_killer):
+    async with stand_in_model_server(kill_model_every) as (model, model_killer):
         return await _soak(
             rounds, warmup, database_url, keep_rounds, work, data_dir, config_file, killer, admin_load,
-            disk, database_restarter, model, model_killer,
+            disk, database_restarter, model, model_killer, resume, samples_file,
         )  # fmt: skip
-
-
-@asynccontextmanager
-async def _model_server(
-    kill_every: int,
-) -> AsyncIterator[tuple[HttpChatModel | None, ModelServerKiller | None]]:
-    """The stand-in model server and its killer when `kill_every` asks for them."""
-    if not kill_every:
-        yield None, None
-        return
-    server = ModelServer()
-    await server.start()
-    # Retries and a short breaker cooldown: a restart takes about a second, and the daemon's
-    # episodes should ride it out as the policy's would ride out a model server restarted by systemd.
-    model = HttpChatModel(
-        server.url, MODEL_NAME, retries=6, backoff_s=0.25, backoff_max_s=2, breaker_cooldown_s=1
-    )
-    try:
-        yield model, ModelServerKiller(server, kill_every)
-    finally:
-        await model.aclose()
-        await server.stop()
 
 
 async def _soak(
@@ -280,26 +271,29 @@ async def _soak(
     admin_load: AdminLoad | None,
     disk: DiskFaults,
     database_restarter: DatabaseRestarter | None,
-    model: HttpChatModel | None,
+    model: ChatModel | None,
     model_killer: ModelServerKiller | None,
+    resume: bool,
+    samples_file: Path | None,
 ) -> SoakReport:
     with tempfile.TemporaryDirectory(prefix="arena-soak-") as scratch:
         root = data_dir or Path(scratch)
-        config = soak_config(root, database_url, keep_rounds, config_file)
+        config = soak_config(root, database_url, keep_rounds, config_file, last_round=rounds)
         started = time.monotonic()
         store = Store(config.database_url, busy_timeout_s=config.store.busy_timeout_s)
         if database_restarter is not None and store.dialect != "postgresql":
             await store.aclose()
             raise ValueError("a database restart needs a PostgreSQL store (--database-url)")
         try:
-            await _refuse_a_used_store(store)
+            if not resume:
+                await _refuse_a_used_store(store)
             daemon = SoakDaemon(
                 config,
                 phases=standin_phases(work, disk, model, model_killer.report if model_killer else None),
                 store=store,
-                max_rounds=rounds,
                 handle_signals=False,
             )
+            daemon.samples_file = samples_file
             daemon.samples, daemon.round_windows, daemon.foreign_processes = [], {}, set()
             sqlite = config.database_url.split("///", 1)[-1]
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}

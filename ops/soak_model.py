@@ -16,6 +16,8 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -25,6 +27,7 @@ from anyio.abc import Process
 from pydantic import BaseModel, Field
 
 from arena.types import Completion, Message
+from simulate.http import HttpChatModel
 from simulate.serve import create_app, serving
 
 log = structlog.get_logger(__name__)
@@ -139,6 +142,28 @@ class ModelServerKiller:
             await self.server.start()
             daemon.foreign_processes.add(self.server.pid)
             self.report.kills[rnd] = round(time.monotonic() - killed, 3)
+
+
+@asynccontextmanager
+async def stand_in_model_server(
+    kill_every: int,
+) -> AsyncIterator[tuple[HttpChatModel | None, ModelServerKiller | None]]:
+    """The stand-in model server and its killer when `kill_every` asks for them."""
+    if not kill_every:
+        yield None, None
+        return
+    server = ModelServer()
+    await server.start()
+    # Retries and a short breaker cooldown: a restart takes about a second, and the daemon's
+    # episodes should ride it out as the policy's would ride out a model server restarted by systemd.
+    model = HttpChatModel(
+        server.url, MODEL_NAME, retries=6, backoff_s=0.25, backoff_max_s=2, breaker_cooldown_s=1
+    )
+    try:
+        yield model, ModelServerKiller(server, kill_every)
+    finally:
+        await model.aclose()
+        await server.stop()
 
 
 def _free_port() -> int:

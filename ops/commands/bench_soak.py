@@ -18,6 +18,7 @@ from ops.commands.envs import quiet_logs
 from ops.soak import FIGURES, SoakReport, run_soak
 from ops.soak_faults import AdminLoad, DatabaseRestarter
 from ops.soak_phases import StandInWork
+from ops.soak_supervise import supervise_soak
 
 
 def cmd_bench_soak(args: argparse.Namespace) -> int:
@@ -25,6 +26,8 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
     quiet_logs()
     if args.rounds < 1:
         raise CliError("--rounds must be at least 1")
+    if args.kill_daemon_every:
+        return _supervised(args)
     load = None
     if args.admin_load:
         start = args.admin_load_from or max(2, args.rounds // 3)
@@ -54,6 +57,9 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
                 enospc_every=args.enospc_every,
                 database_restarter=restarter,
                 kill_model_every=args.kill_model_every,
+                data_dir=args.data_dir,
+                resume=args.resume,
+                samples_file=args.samples_file,
             )
         )
     except ValueError as exc:
@@ -62,6 +68,46 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
         print(json.dumps(report.model_dump(mode="json") | {"ok": report.ok}, indent=2))
     else:
         _print(report)
+    return 0 if report.ok else 1
+
+
+def _supervised(args: argparse.Namespace) -> int:
+    """The daemon in a child process, SIGKILLed in every N-th round (`ops.soak_supervise`)."""
+    others = {
+        "--kill-worker-every": args.kill_worker_every,
+        "--enospc-every": args.enospc_every,
+        "--kill-model-every": args.kill_model_every,
+        "--restart-database-every": args.restart_database_every,
+        "--admin-load": args.admin_load,
+        "--data-dir": args.data_dir,
+        "--resume": args.resume,
+    }
+    if any(others.values()):
+        given = ", ".join(name for name, value in others.items() if value)
+        raise CliError(
+            f"--kill-daemon-every runs alone (each daemon run would count its own faults): drop {given}"
+        )
+    child = ["--tasks", str(args.tasks), "--samples", str(args.samples)]
+    for flag, value in (
+        ("--keep-rounds", args.keep_rounds),
+        ("--database-url", args.database_url),
+        ("--config", args.config),
+    ):
+        if value is not None:
+            child += [flag, str(value)]
+    work = StandInWork(tasks=args.tasks, samples=args.samples)
+    report = anyio.run(
+        lambda: supervise_soak(
+            child, args.rounds, args.kill_daemon_every, work=work, seed=args.seed, warmup=args.warmup
+        )
+    )
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json") | {"ok": report.ok}, indent=2))
+    else:
+        _print(report)
+        print(
+            f"daemon killed mid-round: {len(report.daemon_kills.kills)}, processes it left: {report.daemon_kills.orphans_after_kills}"
+        )
     return 0 if report.ok else 1
 
 
@@ -161,4 +207,18 @@ def register(cli: Cli) -> None:
     p.add_argument("--admin-load-seconds", type=float, default=60, help="for this long (default 60 s)")
     p.add_argument("--admin-load-from", type=int, default=None, help="from this round (default: a third in)")
     p.add_argument("--config", type=Path, default=None, help="a configuration file to start from")
+    p.add_argument(
+        "--kill-daemon-every",
+        type=int,
+        default=0,
+        help="SIGKILL the daemon mid-round every N rounds, restart it",
+    )
+    p.add_argument("--seed", type=int, default=0, help="where in each round the daemon is killed")
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="keep the run's data here (default: a scratch dir)"
+    )
+    p.add_argument("--resume", action="store_true", help="go on where a killed run in --data-dir stopped")
+    p.add_argument(
+        "--samples-file", type=Path, default=None, help="append each round's sample here (JSON lines)"
+    )
     p.set_defaults(func=cmd_bench_soak)

@@ -108,3 +108,25 @@ def test_a_model_server_killed_mid_phase_loses_nothing(capsys: pytest.CaptureFix
     assert report["episodes_lost"] == report["episodes_duplicated"] == 0
     # The server is not the daemon's process: it leaves nothing behind, and is not counted.
     assert report["orphans_during"] == report["orphans_after"] == 0 and report["children_after"] == 0
+
+
+def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = shlex.split("--rounds 4 --keep-rounds 1 --tasks 2 --samples 2 --kill-daemon-every 2 --seed 3")
+    code = main(["bench", "soak", "--json", *args])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"], report
+    assert sorted(report["daemon_kills"]["kills"]) == ["2", "4"]  # each a moment into its round
+    # Every round done once: the rounds a kill cut short were finished by the restarted daemon
+    # with their episodes neither lost nor run twice.
+    assert [(s["round"], s["episodes"]) for s in report["samples"]] == [(r, 4) for r in (1, 2, 3, 4)]
+    assert report["episodes_lost"] == report["episodes_duplicated"] == 0
+    # Nothing the killed daemons started outlived them.
+    assert report["daemon_kills"]["orphans_after_kills"] == 0
+    assert report["orphans_after"] == report["children_after"] == 0
+
+
+def test_a_daemon_kill_runs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "soak", "--rounds", "2", "--kill-daemon-every", "2", "--kill-worker-every", "2"])
+    assert code == 2 and "runs alone" in capsys.readouterr().err

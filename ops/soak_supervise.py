@@ -1,0 +1,171 @@
+"""`arena bench soak --kill-daemon-every N`: the daemon SIGKILLed at a random moment of every N-th
+round and started again, as systemd's `Restart=always` or a Kubernetes restart would, until the
+last round is done.
+
+The soak's daemon runs in a child process (`arena bench soak --data-dir D --resume --samples-file
+F`, the same code as an unsupervised soak); this process is its supervisor. It reads each round's
+sample as the child writes it, kills the child (its whole process group) a random fraction of a
+round into each scheduled round, starts it again on the same data directory and store, and after
+every kill and at the end looks for processes the killed daemon left behind: as a child subreaper,
+it adopts any process whose parent died (a sandbox's bubblewrap, say), so each is counted as an
+orphan. The episodes each round committed come from the samples (taken once the round is done),
+so a round redone after a kill shows a lost or duplicated episode if there is one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import structlog
+from pydantic import BaseModel, Field
+
+from ops.soak import RoundSample, SoakReport, summarize
+from ops.soak_phases import StandInWork
+from ops.soak_probe import sample_process, set_subreaper
+
+log = structlog.get_logger(__name__)
+EXIT_TIMEOUT_S = 30.0
+
+
+class DaemonKills(BaseModel):
+    """The daemon SIGKILLed mid-round on a schedule."""
+
+    every: int = 0
+    seed: int = 0
+    kills: dict[int, float] = Field(default_factory=dict, description="Round -> seconds into the round.")
+    orphans_after_kills: int = Field(0, description="Processes the killed daemons left behind (should be 0).")
+
+
+class DaemonSoakReport(SoakReport):
+    """The soak's report with the daemon's own kills."""
+
+    daemon_kills: DaemonKills = Field(default_factory=DaemonKills)
+
+    @property
+    def ok(self) -> bool:
+        """As the soak's, and no process left behind by a killed daemon."""
+        return super().ok and not self.daemon_kills.orphans_after_kills
+
+
+async def supervise_soak(
+    child_args: list[str],
+    rounds: int,
+    every: int,
+    *,
+    work: StandInWork,
+    seed: int = 0,
+    warmup: int | None = None,
+) -> DaemonSoakReport:
+    """Run `arena bench soak <child_args>` for `rounds` rounds, killing it in every `every`-th."""
+    kills = DaemonKills(every=every, seed=seed)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="arena-soak-supervised-") as scratch:
+        samples_file = Path(scratch) / "samples.jsonl"
+        command = [sys.executable, "-m", "ops.cli", "bench", "soak", "--json", "--rounds", str(rounds)]
+        command += [*child_args, "--data-dir", str(Path(scratch) / "data"), "--resume"]
+        command += ["--samples-file", str(samples_file)]
+        subreaper = set_subreaper(True)
+        try:
+            while True:
+                finished = await _run_child(command, samples_file, rounds, every, kills)
+                await anyio.sleep(0.5)  # what the killed daemon's sandboxes do on their way out
+                kills.orphans_after_kills += len(sample_process().orphans)
+                if finished:
+                    break
+        finally:
+            if subreaper:
+                set_subreaper(False)
+        samples = _last_sample_per_round(samples_file)
+        store = "postgresql" if any(a.startswith("postgresql") for a in child_args) else "sqlite"
+    after = sample_process()
+    report = DaemonSoakReport(
+        rounds=rounds,
+        warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
+        store=store,
+        retention={},
+        work=work,
+        samples=samples,
+        orphans_after=len(after.orphans),
+        children_after=after.children,
+        seconds=round(time.monotonic() - started, 2),
+        daemon_kills=kills,
+    )
+    if [s.round for s in samples] != list(range(1, rounds + 1)):
+        report.stalled = f"rounds sampled: {[s.round for s in samples]}"
+    return summarize(report)  # type: ignore[return-value]
+
+
+async def _run_child(
+    command: list[str], samples_file: Path, rounds: int, every: int, kills: DaemonKills
+) -> bool:
+    """Start the daemon and wait for it to finish (True) or kill it in a scheduled round (False)."""
+    with tempfile.TemporaryFile() as output:
+        # A session of its own, as every process the soak starts; the kill goes to that group.
+        process = await anyio.open_process(command, start_new_session=True, stdout=output, stderr=output)
+        async with anyio.create_task_group() as tg:
+            killed = False
+
+            async def kill_when_due() -> None:
+                nonlocal killed
+                target = await _next_target(samples_file, rounds, every, kills, process)
+                if target is None:
+                    return
+                round_no, into = target
+                await anyio.sleep(into)
+                if process.returncode is None and _rounds_done(samples_file) < round_no:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    killed = True
+                    kills.kills[round_no] = round(into, 3)
+                    log.info("soak.daemon_killed", round=round_no, seconds_into_round=round(into, 3))
+
+            tg.start_soon(kill_when_due)
+            code = await process.wait()
+            tg.cancel_scope.cancel()
+        if killed:
+            return False
+        if code != 0:
+            output.seek(0)
+            tail = output.read()[-3000:].decode(errors="replace")
+            raise RuntimeError(f"the soak's daemon exited with {code}:\n{tail}")
+        return True
+
+
+async def _next_target(
+    samples_file: Path, rounds: int, every: int, kills: DaemonKills, process: anyio.abc.Process
+) -> tuple[int, float] | None:
+    """Once the round before a scheduled one is done: that round, and a random moment of it."""
+    while process.returncode is None:
+        done = _rounds_done(samples_file)
+        due = done + 1
+        if due <= rounds and due % every == 0 and due not in kills.kills:
+            seconds = [s.seconds for s in _last_sample_per_round(samples_file)] or [0.5]
+            return due, random.Random(f"{kills.seed}/{due}").uniform(0, statistics.median(seconds))
+        await anyio.sleep(0.01)
+    return None
+
+
+def _rounds_done(samples_file: Path) -> int:
+    samples = _last_sample_per_round(samples_file)
+    return samples[-1].round if samples else 0
+
+
+def _last_sample_per_round(samples_file: Path) -> list[RoundSample]:
+    """Each round's sample (a round redone after a kill: its last), in round order."""
+    if not samples_file.exists():
+        return []
+    by_round: dict[int, RoundSample] = {}
+    for line in samples_file.read_text().splitlines():
+        try:
+            sample = RoundSample.model_validate_json(line)
+        except ValueError:  # being written now, or cut short by a kill
+            continue
+        by_round[sample.round] = sample
+    return [by_round[r] for r in sorted(by_round)]
