@@ -53,6 +53,9 @@ class RoundSample(BaseModel):
     episodes: int = Field(0, description="Episodes the round committed (tasks × samples when none is lost).")
     errored_episodes: int = 0
     integrity_problems: list[str] = Field(default_factory=list)
+    faults: dict[str, list[int]] = Field(
+        default_factory=dict, description="Fault -> rounds it was injected in, so far in this daemon's run."
+    )
 
 
 class SoakReport(BaseModel):
@@ -108,6 +111,7 @@ class SoakDaemon(Daemon):
     round_windows: dict[int, tuple[float, float]]
     foreign_processes: set[int]
     samples_file: Path | None = None
+    fault_rounds: Any = staticmethod(dict)  # () -> RoundSample.faults
 
     async def _run_round(self, round_no: int) -> None:
         started = time.monotonic()
@@ -156,6 +160,7 @@ async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSam
         data_dir_bytes=tree_bytes(daemon.config.data.dir, daemon.soak_store_files),
         metric_series=metric_series(daemon.metrics),
         integrity_problems=integrity.problems,
+        faults=daemon.fault_rounds(),
     )
 
 
@@ -294,6 +299,12 @@ async def _soak(
                 handle_signals=False,
             )
             daemon.samples_file = samples_file
+            daemon.fault_rounds = lambda: {
+                "worker_kill": sorted(killer.kills) if killer else [],
+                "enospc": list(disk.injected),
+                "database_restart": sorted(database_restarter.report.seconds) if database_restarter else [],
+                "model_server_kill": sorted(model_killer.report.kills) if model_killer else [],
+            }
             daemon.samples, daemon.round_windows, daemon.foreign_processes = [], {}, set()
             sqlite = config.database_url.split("///", 1)[-1]
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}

@@ -42,6 +42,11 @@ class DaemonKills(BaseModel):
     seed: int = 0
     kills: dict[int, float] = Field(default_factory=dict, description="Round -> seconds into the round.")
     orphans_after_kills: int = Field(0, description="Processes the killed daemons left behind (should be 0).")
+    other_faults: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="The other faults' rounds over every daemon run (one cut short by a kill before its "
+        "round was sampled is not seen).",
+    )
 
 
 class DaemonSoakReport(SoakReport):
@@ -84,6 +89,7 @@ async def supervise_soak(
             if subreaper:
                 set_subreaper(False)
         samples = _last_sample_per_round(samples_file)
+        kills.other_faults = _faults_seen(samples_file)
         store = "postgresql" if any(a.startswith("postgresql") for a in child_args) else "sqlite"
     after = sample_process()
     report = DaemonSoakReport(
@@ -150,6 +156,19 @@ async def _next_target(
             return due, random.Random(f"{kills.seed}/{due}").uniform(0, statistics.median(seconds))
         await anyio.sleep(0.01)
     return None
+
+
+def _faults_seen(samples_file: Path) -> dict[str, list[int]]:
+    """Every round each fault was injected in, over every daemon run's samples."""
+    seen: dict[str, set[int]] = {}
+    for line in samples_file.read_text().splitlines() if samples_file.exists() else []:
+        try:
+            sample = RoundSample.model_validate_json(line)
+        except ValueError:
+            continue
+        for name, rounds in sample.faults.items():
+            seen.setdefault(name, set()).update(rounds)
+    return {name: sorted(rounds) for name, rounds in seen.items()}
 
 
 def _rounds_done(samples_file: Path) -> int:

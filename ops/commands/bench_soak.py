@@ -73,26 +73,22 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
 
 def _supervised(args: argparse.Namespace) -> int:
     """The daemon in a child process, SIGKILLed in every N-th round (`ops.soak_supervise`)."""
-    others = {
-        "--kill-worker-every": args.kill_worker_every,
-        "--enospc-every": args.enospc_every,
-        "--kill-model-every": args.kill_model_every,
-        "--restart-database-every": args.restart_database_every,
-        "--admin-load": args.admin_load,
-        "--data-dir": args.data_dir,
-        "--resume": args.resume,
-    }
-    if any(others.values()):
-        given = ", ".join(name for name, value in others.items() if value)
-        raise CliError(
-            f"--kill-daemon-every runs alone (each daemon run would count its own faults): drop {given}"
-        )
+    alone = {"--admin-load": args.admin_load, "--data-dir": args.data_dir, "--resume": args.resume}
+    if any(alone.values()):
+        given = ", ".join(name for name, value in alone.items() if value)
+        raise CliError(f"--kill-daemon-every supervises its own daemon runs: drop {given}")
     child = ["--tasks", str(args.tasks), "--samples", str(args.samples)]
-    for flag, value in (
-        ("--keep-rounds", args.keep_rounds),
-        ("--database-url", args.database_url),
-        ("--config", args.config),
-    ):
+    passed = {
+        "--keep-rounds": args.keep_rounds,
+        "--database-url": args.database_url,
+        "--config": args.config,
+        "--kill-worker-every": args.kill_worker_every or None,
+        "--enospc-every": args.enospc_every or None,
+        "--kill-model-every": args.kill_model_every or None,
+        "--restart-database-every": args.restart_database_every or None,
+        "--restart-database-command": args.restart_database_command,
+    }
+    for flag, value in passed.items():
         if value is not None:
             child += [flag, str(value)]
     work = StandInWork(tasks=args.tasks, samples=args.samples)

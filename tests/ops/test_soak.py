@@ -113,7 +113,9 @@ def test_a_model_server_killed_mid_phase_loses_nothing(capsys: pytest.CaptureFix
 def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = shlex.split("--rounds 4 --keep-rounds 1 --tasks 2 --samples 2 --kill-daemon-every 2 --seed 3")
+    args = shlex.split(
+        "--rounds 4 --keep-rounds 1 --tasks 2 --samples 2 --kill-daemon-every 2 --seed 3 --kill-worker-every 3"
+    )
     code = main(["bench", "soak", "--json", *args])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["ok"], report
@@ -125,8 +127,10 @@ def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
     # Nothing the killed daemons started outlived them.
     assert report["daemon_kills"]["orphans_after_kills"] == 0
     assert report["orphans_after"] == report["children_after"] == 0
+    # The other faults ran inside the daemon's runs, and are counted over all of them.
+    assert report["daemon_kills"]["other_faults"]["worker_kill"] == [3]
 
 
-def test_a_daemon_kill_runs_alone(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["bench", "soak", "--rounds", "2", "--kill-daemon-every", "2", "--kill-worker-every", "2"])
-    assert code == 2 and "runs alone" in capsys.readouterr().err
+def test_a_supervised_soak_keeps_its_own_data_dir(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "soak", "--rounds", "2", "--kill-daemon-every", "2", "--data-dir", "/tmp/x"])
+    assert code == 2 and "supervises its own daemon runs: drop --data-dir" in capsys.readouterr().err
