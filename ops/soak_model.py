@@ -4,14 +4,12 @@ real HTTP client (`simulate.http.HttpChatModel`, its retries and circuit breaker
 middle of EVALUATE on a schedule and started again on the same port, as systemd's `Restart=` or a
 Kubernetes restart would.
 
-`StandInChatModel` is a scripted fake (no model): it answers after a short pause so that a kill
-finds calls in flight. Run as `python -m ops.soak_model --port P` it serves until SIGTERM.
+The server is `ops.soak_model_server` (`StandInChatModel`, a scripted fake: no model), which
+answers after a short pause so that a kill finds calls in flight.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import signal
 import socket
 import sys
@@ -26,28 +24,11 @@ import structlog
 from anyio.abc import Process
 from pydantic import BaseModel, Field
 
-from arena.types import Completion, Message
 from simulate.http import HttpChatModel
-from simulate.serve import create_app, serving
 
 log = structlog.get_logger(__name__)
 MODEL_NAME = "standin-model"
 READY_TIMEOUT_S = 60.0
-
-
-class StandInChatModel:
-    """A scripted fake chat model: a fixed answer per conversation, after `pause_s`."""
-
-    name = MODEL_NAME
-
-    def __init__(self, pause_s: float = 0.05) -> None:
-        self.pause_s = pause_s
-
-    async def chat(self, messages: list[Message], *, tools: Any = None, params: Any = None) -> Completion:
-        """The answer: a hash of the last message, so a repeated call answers the same."""
-        await anyio.sleep(self.pause_s)
-        digest = hashlib.sha256((messages[-1].content or "").encode()).hexdigest()[:8]
-        return Completion(text=f"standin {digest}")
 
 
 class ModelServerFaults(BaseModel):
@@ -78,7 +59,7 @@ class ModelServer:
 
     async def start(self) -> None:
         """Start the process and return once it answers `/v1/models`."""
-        command = [sys.executable, "-m", "ops.soak_model", "--port", str(self.port)]
+        command = [sys.executable, "-m", "ops.soak_model_server", "--port", str(self.port)]
         # A session of its own, as every process the soak starts: the orphan count tells those apart.
         self.process = await anyio.open_process(command, start_new_session=True, stdout=None, stderr=None)
         with anyio.fail_after(READY_TIMEOUT_S):
@@ -170,23 +151,3 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Serve the stand-in model on `--port` until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m ops.soak_model", description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args(argv)
-
-    async def serve() -> None:
-        async with serving(create_app(StandInChatModel()), port=args.port):
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    return
-
-    anyio.run(serve)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
