@@ -29,33 +29,11 @@ from ops.soak_faults import AdminLoad, AdminLoadReport, DatabaseRestarter, Datab
 from ops.soak_model import ModelServerFaults, ModelServerKiller, stand_in_model_server
 from ops.soak_phases import StandInWork, standin_phases
 from ops.soak_probe import sample_process, set_subreaper, tree_bytes
+from ops.soak_samples import RoundSample, append_sample, read_samples
 from ops.soak_train import DiskFaults
 
 log = structlog.get_logger(__name__)
 FIGURES = ("rss_bytes", "open_fds", "threads", "children", "store_bytes", "data_dir_bytes", "metric_series")
-
-
-class RoundSample(BaseModel):
-    """The daemon after one round."""
-
-    round: int
-    seconds: float
-    rss_bytes: int
-    open_fds: int
-    threads: int
-    children: int
-    orphans: int
-    adopted_reaped: int = Field(0, description="Adopted processes already dead (reaped, not orphans).")
-    store_bytes: int
-    rows: dict[str, int]
-    data_dir_bytes: int
-    metric_series: int
-    episodes: int = Field(0, description="Episodes the round committed (tasks × samples when none is lost).")
-    errored_episodes: int = 0
-    integrity_problems: list[str] = Field(default_factory=list)
-    faults: dict[str, list[int]] = Field(
-        default_factory=dict, description="Fault -> rounds it was injected in, so far in this daemon's run."
-    )
 
 
 class SoakReport(BaseModel):
@@ -110,8 +88,15 @@ class SoakDaemon(Daemon):
     soak_store_files: set[Path]
     round_windows: dict[int, tuple[float, float]]
     foreign_processes: set[int]
+    database_server_pids: set[int]
     samples_file: Path | None = None
+    resumed = False
     fault_rounds: Any = staticmethod(dict)  # () -> RoundSample.faults
+
+    async def _rounds(self) -> None:
+        if self.resumed and self.samples_file is not None:  # the store is migrated by now
+            await _sample_a_round_killed_after_its_commit(self, self.samples_file)
+        await super()._rounds()
 
     async def _run_round(self, round_no: int) -> None:
         started = time.monotonic()
@@ -119,8 +104,7 @@ class SoakDaemon(Daemon):
         self.round_windows[round_no] = (started, time.monotonic())
         self.samples.append(await measure(self, round_no, time.monotonic() - started))
         if self.samples_file is not None:
-            with self.samples_file.open("a") as out:
-                out.write(self.samples[-1].model_dump_json() + "\n")
+            append_sample(self.samples_file, self.samples[-1])
 
 
 async def store_bytes(store: Store, files: set[Path]) -> int:
@@ -161,6 +145,7 @@ async def measure(daemon: SoakDaemon, round_no: int, seconds: float) -> RoundSam
         metric_series=metric_series(daemon.metrics),
         integrity_problems=integrity.problems,
         faults=daemon.fault_rounds(),
+        database_server_pids=sorted(daemon.database_server_pids),
     )
 
 
@@ -299,13 +284,15 @@ async def _soak(
                 handle_signals=False,
             )
             daemon.samples_file = samples_file
+            daemon.resumed = resume
             daemon.fault_rounds = lambda: {
                 "worker_kill": sorted(killer.kills) if killer else [],
                 "enospc": list(disk.injected),
-                "database_restart": sorted(database_restarter.report.seconds) if database_restarter else [],
-                "model_server_kill": sorted(model_killer.report.kills) if model_killer else [],
+                "database_restart": sorted(database_restarter.report.restarted) if database_restarter else [],
+                "model_server_kill": sorted(model_killer.report.killed) if model_killer else [],
             }
-            daemon.samples, daemon.round_windows, daemon.foreign_processes = [], {}, set()
+            daemon.samples, daemon.round_windows = [], {}
+            daemon.foreign_processes, daemon.database_server_pids = set(), set()
             sqlite = config.database_url.split("///", 1)[-1]
             daemon.soak_store_files = {Path(sqlite + suffix) for suffix in ("", "-wal", "-shm")}
             subreaper = set_subreaper(True)
@@ -377,6 +364,18 @@ async def _run_watched(daemon: SoakDaemon, beside: list[Any]) -> str | None:
         await daemon.run()
         tg.cancel_scope.cancel()
     return stalled
+
+
+async def _sample_a_round_killed_after_its_commit(daemon: SoakDaemon, samples_file: Path) -> None:
+    """A daemon killed after its round committed but before its sample was written: sample that
+    round now (its episodes are what counts; the process figures are this daemon's)."""
+    async with daemon.store.transaction() as s:
+        last = await repo.last_completed_round(s)
+    if last is None:
+        return
+    written = await anyio.to_thread.run_sync(read_samples, samples_file)
+    if last.round not in {sample.round for sample in written}:
+        append_sample(samples_file, await measure(daemon, last.round, 0.0))
 
 
 async def _refuse_a_used_store(store: Store) -> None:

@@ -74,6 +74,7 @@ class DatabaseRestarts(BaseModel):
 
     every: int = 0
     command: list[str] = Field(default_factory=list)
+    restarted: list[int] = Field(default_factory=list, description="Rounds the server was restarted in.")
     seconds: dict[int, float] = Field(default_factory=dict, description="Round -> how long the restart took.")
 
 
@@ -94,12 +95,13 @@ class DatabaseRestarter:
             if (
                 rnd is None
                 or rnd % self.report.every
-                or rnd in self.report.seconds
+                or rnd in self.report.restarted
                 or daemon.phase != "evaluate"
             ):
                 continue
             started = time.monotonic()
             before = adopted_processes()
+            self.report.restarted.append(rnd)  # now: the round may end before the restart does
             # Output to a file, not a pipe: a server the command starts may keep its output open
             # for as long as it runs, and reading a pipe to its end would wait for that.
             with tempfile.TemporaryFile() as output, anyio.fail_after(RESTART_TIMEOUT_S):
@@ -110,7 +112,9 @@ class DatabaseRestarter:
                 said = output.read()[-2000:].decode(errors="replace")
             # The server the command started outlives it and is adopted by the soak (a child
             # subreaper): it is the database's, not a process the daemon leaked.
-            daemon.foreign_processes |= adopted_processes() - before
+            server = adopted_processes() - before
+            daemon.foreign_processes |= server
+            daemon.database_server_pids |= server
             if done.returncode != 0:
                 raise RuntimeError(f"the database restart command failed ({done.returncode}): {said}")
             self.report.seconds[rnd] = round(time.monotonic() - started, 3)

@@ -10,6 +10,7 @@ answers after a short pause so that a kill finds calls in flight.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -36,6 +37,7 @@ class ModelServerFaults(BaseModel):
 
     every: int = 0
     down_s: float = 0.0
+    killed: list[int] = Field(default_factory=list, description="Rounds the server was killed in.")
     kills: dict[int, float] = Field(
         default_factory=dict, description="Round -> seconds from the kill until the server answered again."
     )
@@ -59,7 +61,15 @@ class ModelServer:
 
     async def start(self) -> None:
         """Start the process and return once it answers `/v1/models`."""
-        command = [sys.executable, "-m", "ops.soak_model_server", "--port", str(self.port)]
+        command = [
+            sys.executable,
+            "-m",
+            "ops.soak_model_server",
+            "--port",
+            str(self.port),
+            "--parent",
+            str(os.getpid()),
+        ]
         # A session of its own, as every process the soak starts: the orphan count tells those apart.
         self.process = await anyio.open_process(command, start_new_session=True, stdout=None, stderr=None)
         with anyio.fail_after(READY_TIMEOUT_S):
@@ -81,13 +91,7 @@ class ModelServer:
             await self.process.wait()
 
     async def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it lingers; reaped either way."""
-        if self.process is None or self.process.returncode is not None:
-            return
-        self.process.terminate()
-        with anyio.move_on_after(10):
-            await self.process.wait()
-            return
+        """Stop it (a stand-in holds nothing to save: SIGKILL) and reap it."""
         await self.kill()
 
 
@@ -109,7 +113,7 @@ class ModelServerKiller:
             if (
                 rnd is None
                 or rnd % self.report.every
-                or rnd in self.report.kills
+                or rnd in self.report.killed
                 or daemon.phase != "evaluate"
             ):
                 continue
@@ -118,6 +122,7 @@ class ModelServerKiller:
                 await anyio.sleep(0.005)
             killed = time.monotonic()
             await self.server.kill()
+            self.report.killed.append(rnd)  # now: the round may end before the server is back
             log.info("soak.model_server_killed", round=rnd)
             await anyio.sleep(self.report.down_s)
             await self.server.start()

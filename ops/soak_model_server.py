@@ -10,7 +10,9 @@ count as the daemon's).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
+import os
 import signal
 import sys
 from typing import Any
@@ -20,6 +22,8 @@ import anyio
 from arena.types import Completion, Message
 from ops.soak_model import MODEL_NAME
 from simulate.serve import create_app, serving
+
+PR_SET_PDEATHSIG = 1
 
 
 class StandInChatModel:
@@ -38,16 +42,21 @@ class StandInChatModel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the stand-in model on `--port` until SIGTERM."""
+    """Serve the stand-in model on `--port` until SIGTERM, or until its parent dies."""
     parser = argparse.ArgumentParser(prog="python -m ops.soak_model_server", description=__doc__)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--parent", type=int, required=True, help="the pid of the process that started it")
     args = parser.parse_args(argv)
+
+    # Dies with the soak that started it, SIGKILLed or not: a daemon killed by the soak's
+    # supervisor must not leave its model server behind.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != args.parent:
+        return 0  # the parent died before the line above took effect
 
     async def serve() -> None:
         async with serving(create_app(StandInChatModel()), port=args.port):
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    return
+            await anyio.sleep_forever()  # until a signal: uvicorn stops on SIGTERM/SIGINT
 
     anyio.run(serve)
     return 0

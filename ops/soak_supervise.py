@@ -27,9 +27,10 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.soak import RoundSample, SoakReport, summarize
+from ops.soak import SoakReport, summarize
 from ops.soak_phases import StandInWork
 from ops.soak_probe import sample_process, set_subreaper
+from ops.soak_samples import RoundSample, read_samples
 
 log = structlog.get_logger(__name__)
 EXIT_TIMEOUT_S = 30.0
@@ -82,7 +83,7 @@ async def supervise_soak(
             while True:
                 finished = await _run_child(command, samples_file, rounds, every, kills)
                 await anyio.sleep(0.5)  # what the killed daemon's sandboxes do on their way out
-                kills.orphans_after_kills += len(sample_process().orphans)
+                kills.orphans_after_kills += len(sample_process(_database_servers(samples_file)).orphans)
                 if finished:
                     break
         finally:
@@ -91,7 +92,7 @@ async def supervise_soak(
         samples = _last_sample_per_round(samples_file)
         kills.other_faults = _faults_seen(samples_file)
         store = "postgresql" if any(a.startswith("postgresql") for a in child_args) else "sqlite"
-    after = sample_process()
+        after = sample_process(_database_servers(samples_file))
     report = DaemonSoakReport(
         rounds=rounds,
         warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
@@ -161,14 +162,16 @@ async def _next_target(
 def _faults_seen(samples_file: Path) -> dict[str, list[int]]:
     """Every round each fault was injected in, over every daemon run's samples."""
     seen: dict[str, set[int]] = {}
-    for line in samples_file.read_text().splitlines() if samples_file.exists() else []:
-        try:
-            sample = RoundSample.model_validate_json(line)
-        except ValueError:
-            continue
+    for sample in read_samples(samples_file):
         for name, rounds in sample.faults.items():
             seen.setdefault(name, set()).update(rounds)
     return {name: sorted(rounds) for name, rounds in seen.items()}
+
+
+def _database_servers(samples_file: Path) -> set[int]:
+    """The database servers the daemons' restart faults started: adopted when a daemon was killed,
+    they are the database's processes, not ones the daemon left behind."""
+    return {pid for sample in read_samples(samples_file) for pid in sample.database_server_pids}
 
 
 def _rounds_done(samples_file: Path) -> int:
@@ -178,13 +181,5 @@ def _rounds_done(samples_file: Path) -> int:
 
 def _last_sample_per_round(samples_file: Path) -> list[RoundSample]:
     """Each round's sample (a round redone after a kill: its last), in round order."""
-    if not samples_file.exists():
-        return []
-    by_round: dict[int, RoundSample] = {}
-    for line in samples_file.read_text().splitlines():
-        try:
-            sample = RoundSample.model_validate_json(line)
-        except ValueError:  # being written now, or cut short by a kill
-            continue
-        by_round[sample.round] = sample
+    by_round = {sample.round: sample for sample in read_samples(samples_file)}
     return [by_round[r] for r in sorted(by_round)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -114,7 +115,8 @@ def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = shlex.split(
-        "--rounds 4 --keep-rounds 1 --tasks 2 --samples 2 --kill-daemon-every 2 --seed 3 --kill-worker-every 3"
+        "--rounds 4 --keep-rounds 1 --tasks 2 --samples 2 --kill-daemon-every 2 --seed 3"
+        " --kill-worker-every 3 --kill-model-every 3"
     )
     code = main(["bench", "soak", "--json", *args])
     report = json.loads(capsys.readouterr().out)
@@ -124,11 +126,40 @@ def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
     # with their episodes neither lost nor run twice.
     assert [(s["round"], s["episodes"]) for s in report["samples"]] == [(r, 4) for r in (1, 2, 3, 4)]
     assert report["episodes_lost"] == report["episodes_duplicated"] == 0
-    # Nothing the killed daemons started outlived them.
+    # Nothing the killed daemons started outlived them: sandboxes, nor their model servers.
     assert report["daemon_kills"]["orphans_after_kills"] == 0
     assert report["orphans_after"] == report["children_after"] == 0
     # The other faults ran inside the daemon's runs, and are counted over all of them.
-    assert report["daemon_kills"]["other_faults"]["worker_kill"] == [3]
+    faults = report["daemon_kills"]["other_faults"]
+    assert faults["worker_kill"] == faults["model_server_kill"] == [3]
+
+
+def test_a_restarted_daemon_samples_the_round_a_kill_left_unsampled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed after its round committed but before the sample was written: the next daemon
+    samples that round, so the supervisor still sees every round's episodes."""
+    samples = tmp_path / "samples.jsonl"
+    common = [
+        "bench",
+        "soak",
+        "--json",
+        "--tasks",
+        "2",
+        "--samples",
+        "1",
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
+    common += ["--samples-file", str(samples)]
+    assert main([*common, "--rounds", "2"]) == 0
+    lines = samples.read_text().splitlines()
+    samples.write_text(lines[0] + "\n")  # round 2's sample lost with its daemon
+    assert main([*common, "--rounds", "3", "--resume"]) == 0
+    capsys.readouterr()
+    rounds = [json.loads(line)["round"] for line in samples.read_text().splitlines()]
+    assert rounds == [1, 2, 3]
+    assert all(json.loads(line)["episodes"] == 2 for line in samples.read_text().splitlines())
 
 
 def test_a_supervised_soak_keeps_its_own_data_dir(capsys: pytest.CaptureFixture[str]) -> None:
