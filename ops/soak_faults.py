@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,15 @@ from ops.admin_load_client import ScrapeResult
 log = structlog.get_logger(__name__)
 
 
+async def due_evaluate(daemon: Any, every: int, done: Collection[int]) -> int:
+    """Wait for EVALUATE of a round that is a multiple of `every` and not in `done`; that round."""
+    while True:
+        await anyio.sleep(0.01)
+        rnd = daemon.round
+        if rnd is not None and rnd % every == 0 and rnd not in done and daemon.phase == "evaluate":
+            return rnd
+
+
 class WorkerKiller:
     """SIGKILL one busy sandbox worker in EVALUATE of every `every`-th round."""
 
@@ -39,10 +49,7 @@ class WorkerKiller:
     async def run(self, daemon: Any) -> None:
         """Watch the daemon's rounds until cancelled."""
         while True:
-            await anyio.sleep(0.01)
-            rnd = daemon.round
-            if rnd is None or rnd % self.every or rnd in self.kills or daemon.phase != "evaluate":
-                continue
+            rnd = await due_evaluate(daemon, self.every, self.kills)
             pid = busy_sandbox_worker()
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
@@ -90,15 +97,7 @@ class DatabaseRestarter:
     async def run(self, daemon: Any) -> None:
         """Watch the daemon's rounds until cancelled."""
         while True:
-            await anyio.sleep(0.01)
-            rnd = daemon.round
-            if (
-                rnd is None
-                or rnd % self.report.every
-                or rnd in self.report.restarted
-                or daemon.phase != "evaluate"
-            ):
-                continue
+            rnd = await due_evaluate(daemon, self.report.every, self.report.restarted)
             started = time.monotonic()
             before = adopted_processes()
             self.report.restarted.append(rnd)  # now: the round may end before the restart does

@@ -25,6 +25,7 @@ import structlog
 from anyio.abc import Process
 from pydantic import BaseModel, Field
 
+from ops.soak_faults import due_evaluate
 from simulate.http import HttpChatModel
 
 log = structlog.get_logger(__name__)
@@ -108,15 +109,7 @@ class ModelServerKiller:
     async def run(self, daemon: Any) -> None:
         """Watch the daemon's rounds until cancelled."""
         while True:
-            await anyio.sleep(0.01)
-            rnd = daemon.round
-            if (
-                rnd is None
-                or rnd % self.report.every
-                or rnd in self.report.killed
-                or daemon.phase != "evaluate"
-            ):
-                continue
+            rnd = await due_evaluate(daemon, self.report.every, self.report.killed)
             seen = self.report.calls  # counted by the stand-in EVALUATE: kill with a call in flight
             while self.report.calls == seen and daemon.phase == "evaluate":  # noqa: ASYNC110
                 await anyio.sleep(0.005)
