@@ -13,6 +13,7 @@ A rerun into the same folder resumes where the daemon stopped and runs only the 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,13 @@ class LearnReport(BaseModel):
 
 
 def bench_config(config_path: Path | None, out: Path, seed: int) -> ArenaConfig:
-    """The configuration the bench runs: the file's, in `out`, seeded, the warm-up measured."""
+    """The configuration the bench runs: the file's, in `out`, seeded, the warm-up measured.
+
+    `ARENA_*` variables override the file as they do for `arena run` (a variant of a configuration
+    without a file of its own), except the keys the bench sets itself.
+    """
     environ = {
+        **os.environ,
         "ARENA_DATA_DIR": str(out),
         "ARENA_ADMIN__ADDRESS": "127.0.0.1:0",
         "ARENA_DAEMON__SEED": str(seed),

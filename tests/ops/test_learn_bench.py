@@ -63,3 +63,15 @@ async def test_the_bench_runs_the_daemons_train_and_yardstick_and_reports_by_rou
     text = "\n".join(render(report))
     assert "since round 1" in text and "round 2:" in text and "total" in text
     json.dumps(report.model_dump(mode="json"))
+
+
+def test_arena_variables_override_the_file_but_not_what_the_bench_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant of a configuration runs without a file of its own (scripts/gpu-learn.sh does)."""
+    monkeypatch.setenv("ARENA_TRAINER__TOOL_SUBSET", "5")
+    monkeypatch.setenv("ARENA_DAEMON__SEED", "99")
+    monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "elsewhere"))
+    config = bench_config(TINY, tmp_path / "run", seed=3)
+    assert config.trainer.tool_subset == 5
+    assert config.daemon.seed == 3 and Path(config.data.dir) == tmp_path / "run"
