@@ -74,6 +74,13 @@ class StoreConfig(ConfigSection):
         description="Rounds whose yardstick and public-yardstick runs stay (the first measured round "
         "always stays, for the change since round 1). None keeps every run: arena report's full history.",
     )
+    keep_record_rounds: int | None = Field(
+        None,
+        ge=1,
+        description="Rounds whose records stay: the round, its phases' outputs and times, its diagnosis "
+        "and its checkpoints' lineage (the live policy's always stays); older ones are deleted between "
+        "rounds, and events go with them. None keeps every record: arena report's full history.",
+    )
 
     @field_validator("url")
     @classmethod

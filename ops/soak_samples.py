@@ -40,11 +40,16 @@ def append_sample(path: Path, sample: RoundSample) -> None:
         out.write(sample.model_dump_json() + "\n")
 
 
-def read_samples(path: Path) -> list[RoundSample]:
-    """Every sample in the file, in the order written; a line being written now, or cut short by a
-    kill, is left out."""
+def read_samples(path: Path, offset: int = 0) -> list[RoundSample]:
+    """Every sample in the file from byte `offset` on, in the order written; a line being written
+    now, or cut short by a kill, is left out."""
     samples = []
-    for line in path.read_text().splitlines() if path.exists() else []:
+    text = ""
+    if path.exists():
+        with path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode()
+    for line in text.splitlines():
         try:
             samples.append(RoundSample.model_validate_json(line))
         except ValueError:

@@ -8,8 +8,11 @@ after it, is ever removed. What the rest of Arena still reads is always kept:
 - the yardstick's drawn tasks (`yardstick_tasks`, never pruned), the yardstick runs of the first
   measured round (`arena report`'s "since round 1") and of the newest `keep_yardstick_rounds`
   (which hold the live policy's runs a later round reuses); the same for the public yardstick;
-- the rounds, phases (`arena report`'s records), diagnoses, curriculum state and checkpoint
-  lineage, which grow by a few rows per round and are not pruned;
+- the records of the newest `keep_record_rounds` rounds: the round, its phases (outputs and
+  times: `arena report`'s records), its diagnosis and the checkpoint lineage of its checkpoints
+  (never the live policy's), and of every round an episode still stored belongs to; PLAN reads the previous round's TRAIN and `arena status` the last
+  round's phases, so at least one completed round always stays. The curriculum's state is one row;
+- events no older than the oldest round record still kept (the pruning counts from it);
 - the newest `transcripts.pruned` event, the watermark of the transcript pruning.
 
 Deleted rows leave free pages behind: SQLite reuses them for the next rounds' rows (the file
@@ -28,7 +31,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store.public_runs import PublicRunRow
 from arena.store.repo import TRANSCRIPTS_PRUNED, prune_transcripts, record_event
-from arena.store.tables import EpisodeRow, EventRow, RoundRow, TaskRow, YardstickRunRow
+from arena.store.tables import (
+    CheckpointRow,
+    DiagnosisReportRow,
+    EpisodeRow,
+    EventRow,
+    PhaseRow,
+    RoundRow,
+    TaskRow,
+    YardstickRunRow,
+)
 
 PRUNED = "store.pruned"
 
@@ -41,6 +53,7 @@ class Retention(BaseModel):
     task_rounds: int | None = Field(None, ge=1)
     event_rounds: int | None = Field(None, ge=1)
     yardstick_rounds: int | None = Field(None, ge=1)
+    record_rounds: int | None = Field(None, ge=1)
 
     @classmethod
     def of_settings(cls, settings: Any) -> Retention:
@@ -58,6 +71,7 @@ class Pruned(BaseModel):
     events: int = 0
     yardstick_runs: int = 0
     public_runs: int = 0
+    records: int = 0  # rows of rounds, phases, diagnoses and checkpoint lineage
 
     @property
     def total(self) -> int:
@@ -69,6 +83,7 @@ class Pruned(BaseModel):
             + self.events
             + self.yardstick_runs
             + self.public_runs
+            + self.records
         )
 
 
@@ -113,6 +128,8 @@ async def prune(session: AsyncSession, retention: Retention, *, actor: str = "da
         through = newest - retention.yardstick_rounds
         out.yardstick_runs = await _prune_runs(session, YardstickRunRow, through)
         out.public_runs = await _prune_runs(session, PublicRunRow, through)
+    if retention.record_rounds is not None:  # first: the events' pruning counts from what is left
+        out.records = await _prune_records(session, newest - retention.record_rounds)
     if retention.event_rounds is not None:
         out.events = await _prune_events(session, newest - retention.event_rounds + 1)
     if out.total - out.transcripts:  # the transcripts' prune is an event of its own
@@ -134,9 +151,9 @@ async def _prune_runs(
 
 async def _prune_events(session: AsyncSession, first_kept_round: int) -> int:
     """Delete the events older than the start of `first_kept_round`, but the newest watermark."""
-    start = (
-        await session.exec(select(RoundRow.started_at).where(RoundRow.round == first_kept_round))
-    ).first()
+    # The first kept round's start, or the oldest round record left when records go sooner.
+    oldest_kept = select(RoundRow.started_at).where(RoundRow.round >= first_kept_round)
+    start = (await session.exec(oldest_kept.order_by(col(RoundRow.round)).limit(1))).first()
     if start is None:
         return 0
     watermark = (
@@ -147,3 +164,32 @@ async def _prune_events(session: AsyncSession, first_kept_round: int) -> int:
         stmt = stmt.where(col(EventRow.id) != watermark)
     result = await session.exec(stmt)
     return int(result.rowcount or 0)
+
+
+async def _prune_records(session: AsyncSession, through: int) -> int:
+    """Delete the records of rounds up to `through`: round, phases, diagnosis and the lineage of
+    their checkpoints, but never the live (newest published) checkpoint's row, nor the round of an
+    episode still stored (an episode belongs to a round: episodes are kept longer than records)."""
+    oldest_episode = (await session.exec(select(func.min(EpisodeRow.round)))).one()
+    if oldest_episode is not None:
+        through = min(through, oldest_episode - 1)
+    live_stmt = (
+        select(CheckpointRow.id)
+        .where(col(CheckpointRow.published).is_(True))
+        .order_by(col(CheckpointRow.round).desc(), col(CheckpointRow.created_at).desc())
+        .limit(1)
+    )
+    live = (await session.exec(live_stmt)).first()
+    checkpoints = sa.delete(CheckpointRow).where(col(CheckpointRow.round) <= through)
+    if live is not None:
+        checkpoints = checkpoints.where(col(CheckpointRow.id) != live)
+    removed = 0
+    for stmt in (
+        checkpoints,
+        sa.delete(DiagnosisReportRow).where(col(DiagnosisReportRow.round) <= through),
+        sa.delete(PhaseRow).where(col(PhaseRow.round) <= through),
+        sa.delete(RoundRow).where(col(RoundRow.round) <= through),
+    ):
+        result = await session.exec(stmt)
+        removed += int(result.rowcount or 0)
+    return removed

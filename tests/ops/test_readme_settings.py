@@ -34,6 +34,6 @@ def test_every_store_key_has_a_readme_row_with_its_description() -> None:
     missing = sorted(k for k in keys if k not in rows)
     assert not missing, f"settings without a README row: {missing}"
     store = {k: f for k, f in keys.items() if k.startswith("store.keep_")}
-    assert len(store) == 5
+    assert len(store) == 6
     for key, field in store.items():
         assert rows[key] == field.description, key

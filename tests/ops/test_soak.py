@@ -30,6 +30,9 @@ def test_a_short_soak_measures_every_round_and_finds_no_orphan(capsys: pytest.Ca
     assert [s["rows"]["episodes"] for s in samples] == [2, 2, 2, 2]
     assert [s["rows"]["tasks"] for s in samples] == [2, 2, 2, 2]
     assert samples[-1]["rows"]["yardstick_runs"] == 8  # round 1's (the first) and the last
+    # ... and one round's records: the round, its six phases, its diagnosis, its checkpoint.
+    for table, rows in {"rounds": 1, "phases": 6, "diagnosis_reports": 1, "checkpoints": 1}.items():
+        assert [s["rows"][table] for s in samples] == [rows] * 4, table
     assert 64 * 1024 < samples[-1]["data_dir_bytes"] < 2 * 64 * 1024
     assert report["orphans_during"] == report["orphans_after"] == 0 and report["children_after"] == 0
     assert set(report["growth_per_round"]) >= {"rss_bytes", "open_fds", "threads", "store_bytes"}

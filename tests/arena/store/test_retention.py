@@ -11,9 +11,13 @@ import pytest
 from sqlmodel import select
 
 from arena.store import (
+    CheckpointRow,
+    DiagnosisReportRow,
     EpisodeRow,
     EventRow,
+    PhaseRow,
     PublicRunRow,
+    RoundRow,
     Store,
     TaskRow,
     YardstickRunRow,
@@ -84,6 +88,7 @@ async def test_each_setting_prunes_its_table_and_keeps_what_is_read(store: Store
         "events": 4,  # a1-a4: from before round 5 started
         "yardstick_runs": 3,  # rounds 2-4: round 1 (the first measured) stays
         "public_runs": 3,
+        "records": 0,
     }
     async with store.transaction() as s:
         episodes = (await s.exec(select(EpisodeRow))).all()
@@ -110,6 +115,40 @@ async def test_each_setting_prunes_its_table_and_keeps_what_is_read(store: Store
         assert again.total == 0
         # The watermark survived: the transcripts of rounds 1-5 are not rewritten again.
         assert await repo.prune_transcripts(s, 5) == 0
+
+
+async def test_round_records_go_with_their_events_but_never_the_live_checkpoint(store: Store) -> None:
+    """Rounds 1-6 done, 7 running, each with phases, a diagnosis and a checkpoint; round 2's is the
+    live policy (published; 3-6 were held back). Keeping 2 rounds of records (5 and 6) deletes those
+    of rounds 1-4 but round 2's checkpoint, and events from before round 5 with them; the records of
+    a round whose episodes are still stored stay."""
+    await _rounds(store, completed=6, running=(7,))
+    async with store.transaction() as s:
+        for rnd in range(1, 8):
+            for phase in ("evaluate", "train"):
+                s.add(PhaseRow(round=rnd, phase=phase, status="done" if rnd < 7 else "pending"))
+            s.add(DiagnosisReportRow(round=rnd, source="statistical", report={"weak": []}))
+            s.add(CheckpointRow(id=f"c{rnd}", round=rnd, path=f"/c/{rnd}", published=rnd <= 2))
+    retention = Retention(record_rounds=2, event_rounds=5)
+    async with store.transaction() as s:
+        assert (
+            await prune(s, retention.model_copy(update={"episode_rounds": 4}))
+        ).records == 5 + 4  # c2 stays
+        assert [r.round for r in (await s.exec(select(RoundRow))).all()] == [3, 4, 5, 6, 7]
+        pruned = await prune(s, retention.model_copy(update={"episode_rounds": 2}))
+        assert pruned.records == 2 * 4 + 2  # rounds 3-4: the round, 2 phases, a diagnosis, a checkpoint
+        assert [r.round for r in (await s.exec(select(RoundRow))).all()] == [5, 6, 7]
+        assert {p.round for p in (await s.exec(select(PhaseRow))).all()} == {5, 6, 7}
+        assert {d.round for d in (await s.exec(select(DiagnosisReportRow))).all()} == {5, 6, 7}
+        assert {c.id for c in (await s.exec(select(CheckpointRow))).all()} == {"c2", "c5", "c6", "c7"}
+        assert (await repo.latest_checkpoint(s, published=True)).id == "c2"  # type: ignore[union-attr]
+        assert {e.action for e in await repo.list_events(s, 100)} >= {"a5", "a6", "a7"}
+        assert not {f"a{n}" for n in range(1, 5)} & {e.action for e in await repo.list_events(s, 100)}
+        assert await repo_yardstick.rounds_measured(s) == [1, 2, 3, 4, 5, 6, 7]  # runs: their own setting
+        report = await check_integrity(s, phases=("evaluate", "train"))
+    assert report.ok, report.problems
+    async with store.transaction() as s:  # a second prune at the same round removes nothing
+        assert (await prune(s, retention)).total == 0
 
 
 async def test_nothing_from_an_unfinished_round_on_is_pruned(store: Store) -> None:
@@ -141,6 +180,7 @@ def test_every_store_keep_setting_reaches_the_retention() -> None:
         keep_task_rounds=3,
         keep_event_rounds=4,
         keep_yardstick_rounds=5,
+        keep_record_rounds=6,
     )
     assert Retention.of_settings(conf).model_dump() == {
         "transcript_rounds": 1,
@@ -148,6 +188,7 @@ def test_every_store_keep_setting_reaches_the_retention() -> None:
         "task_rounds": 3,
         "event_rounds": 4,
         "yardstick_rounds": 5,
+        "record_rounds": 6,
     }
     keys = {k for k in StoreConfig.model_fields if k.startswith("keep_")}
     assert keys == {f"keep_{k}" for k in Retention.model_fields}
