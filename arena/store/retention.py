@@ -17,7 +17,7 @@ after it, is ever removed. What the rest of Arena still reads is always kept:
 
 Deleted rows leave free pages behind: SQLite reuses them for the next rounds' rows (the file
 stops growing once retention applies; `VACUUM` shrinks it), PostgreSQL's autovacuum marks them
-reusable (see the README's Operations section).
+reusable (see `docs/operations.md`).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def render(r: dict[str, Any]) -> str:
             if train.get("chain_breaks"):
                 lines.append(
                     f"    warning   {train['chain_breaks']} of {train.get('episodes', '?')} episodes broke their "
-                    "token chain: their turns after the break were not trained (README, Production recipe)"
+                    "token chain: their turns after the break were not trained (docs/deployment.md)"
                 )
     pub = r.get("publish")
     if pub:

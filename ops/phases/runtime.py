@@ -327,8 +327,8 @@ async def current_policy_dir(ctx: PhaseContext) -> tuple[Path, str | None]:
         return await base_policy_dir(ctx), None
     if not await anyio.Path(latest.path).is_dir():
         raise FileNotFoundError(
-            f"the published policy {latest.id} is missing at {latest.path}: restore it (see Backup in the "
-            "README) before training goes on"
+            f"the published policy {latest.id} is missing at {latest.path}: restore it (see Backup in "
+            "docs/operations.md) before training goes on"
         )
     return Path(latest.path), latest.id
 
