@@ -10,7 +10,7 @@ PIP := $(BIN)/pip --disable-pip-version-check
 # `loadgroup` keeps each `xdist_group` (the Ray cluster tests) on one worker, back to back.
 TEST_WORKERS ?= 2
 
-.PHONY: setup cluster run test lint format clean image
+.PHONY: setup cluster run test lint format docs clean image
 
 setup: $(STAMP)
 
@@ -49,6 +49,10 @@ lint: setup
 format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# docs/configuration.md and docs/metrics.md from the settings models and the metrics registry.
+docs: setup
+	$(BIN)/python -m ops.reference_docs
 
 # The image every Arena container runs (deploy/k8s); IMAGE names the tag to push.
 IMAGE ?= ghcr.io/example/arena:0.1.0
