@@ -34,9 +34,9 @@ from ops.config_sections import (
     RoundConfig,
     SandboxConfig,
     SimulationConfig,
-    StoreConfig,
     SynthesisConfig,
 )
+from ops.config_store import StoreConfig
 from ops.config_trainer import TrainerConfig
 
 ENV_PREFIX = "ARENA_"

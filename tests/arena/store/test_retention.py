@@ -28,7 +28,7 @@ from arena.store import (
     repo_yardstick,
 )
 from arena.store.retention import Retention, newest_prunable_round, prune
-from ops.config_sections import StoreConfig
+from ops.config_store import StoreConfig
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
