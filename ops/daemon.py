@@ -314,12 +314,16 @@ class Daemon:
     async def _prune(self) -> None:
         """Retention (`store.keep_*_rounds`) at the safe point between rounds: nothing a resumed
         round needs is touched (`arena.store.retention` says what is always kept)."""
-        from arena.store.retention import Retention, prune
+        from arena.store.retention import Retention, prune, reclaim
 
         async with self.store.transaction() as s:
             pruned = await prune(s, Retention.of_settings(self.config.store))
         if pruned.total:
             log.info("store.pruned", **pruned.model_dump())
+            try:
+                await reclaim(self.store, pruned.tables)
+            except Exception as exc:  # the prune is committed; a later round's vacuum catches up
+                log.warning("store.reclaim_failed", tables=pruned.tables, error=str(exc)[:300])
 
     async def _run_phase(
         self, round_no: int, phase: Phase, previous: dict[str, dict[str, Any]], *, last: bool

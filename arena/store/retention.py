@@ -16,8 +16,11 @@ after it, is ever removed. What the rest of Arena still reads is always kept:
 - the newest `transcripts.pruned` event, the watermark of the transcript pruning.
 
 Deleted rows leave free pages behind: SQLite reuses them for the next rounds' rows (the file
-stops growing once retention applies; `VACUUM` shrinks it), PostgreSQL's autovacuum marks them
-reusable (see `docs/operations.md`).
+stops growing once retention applies; `VACUUM` shrinks it). On PostgreSQL their space is reusable
+only once a vacuum has visited the table, and autovacuum may be off or far behind (a soak on a
+server with it off grew 8.7 KB a round with retention applied): `reclaim` vacuums the tables a
+prune touched, a plain `VACUUM (ANALYZE)` that takes no lock writers wait on (see
+`docs/operations.md`).
 """
 
 from __future__ import annotations
@@ -72,6 +75,19 @@ class Pruned(BaseModel):
     yardstick_runs: int = 0
     public_runs: int = 0
     records: int = 0  # rows of rounds, phases, diagnoses and checkpoint lineage
+
+    @property
+    def tables(self) -> list[str]:
+        """The tables this prune deleted or emptied rows of."""
+        touched = [
+            (EpisodeRow, self.transcripts or self.episodes),
+            (TaskRow, self.tasks),
+            (EventRow, self.events),
+            (YardstickRunRow, self.yardstick_runs),
+            (PublicRunRow, self.public_runs),
+            *((table, self.records) for table in (RoundRow, PhaseRow, DiagnosisReportRow, CheckpointRow)),
+        ]
+        return sorted(str(table.__tablename__) for table, rows in touched if rows)
 
     @property
     def total(self) -> int:
@@ -193,3 +209,15 @@ async def _prune_records(session: AsyncSession, through: int) -> int:
         result = await session.exec(stmt)
         removed += int(result.rowcount or 0)
     return removed
+
+
+async def reclaim(store: Any, tables: list[str]) -> None:
+    """Make the pruned rows' space reusable now: `VACUUM (ANALYZE)` those tables on PostgreSQL
+    (outside a transaction, as VACUUM must be); nothing on SQLite, which reuses free pages itself."""
+    if not all(name.isidentifier() for name in tables):  # names come from `Pruned.tables` alone
+        raise ValueError(f"not table names: {tables}")
+    if store.dialect != "postgresql" or not tables:
+        return
+    async with store.engine.connect() as conn:
+        autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await autocommit.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(tables)}")
