@@ -69,8 +69,10 @@ async def supervise_soak(
     work: StandInWork,
     seed: int = 0,
     warmup: int | None = None,
+    retention: dict[str, int | None] | None = None,
 ) -> DaemonSoakReport:
-    """Run `arena bench soak <child_args>` for `rounds` rounds, killing it in every `every`-th."""
+    """Run `arena bench soak <child_args>` for `rounds` rounds, killing it in every `every`-th.
+    `retention`: what the children's stores keep (`Retention` as a dict), for the report."""
     kills = DaemonKills(every=every, seed=seed)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="arena-soak-supervised-") as scratch:
@@ -97,7 +99,7 @@ async def supervise_soak(
         rounds=rounds,
         warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
         store=store,
-        retention={},
+        retention=retention or {},
         work=work,
         samples=samples,
         orphans_after=len(after.orphans),
@@ -107,7 +109,13 @@ async def supervise_soak(
     )
     if [s.round for s in samples] != list(range(1, rounds + 1)):
         report.stalled = f"rounds sampled: {[s.round for s in samples]}"
-    return summarize(report)  # type: ignore[return-value]
+    summarize(report)
+    if kills.kills:
+        report.notes.append(
+            f"resident memory, files and threads start again with each of the {len(kills.kills)} "
+            "daemons: measure their growth without --kill-daemon-every"
+        )
+    return report
 
 
 async def _run_child(

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import anyio
 
+from arena.store.retention import Retention
 from ops.cli import Cli, CliError
 from ops.commands.envs import quiet_logs
-from ops.soak import FIGURES, SoakReport, run_soak
+from ops.soak import FIGURES, SoakReport, run_soak, soak_config
 from ops.soak_faults import AdminLoad, DatabaseRestarter
 from ops.soak_phases import StandInWork
 from ops.soak_supervise import supervise_soak
@@ -92,9 +93,18 @@ def _supervised(args: argparse.Namespace) -> int:
         if value is not None:
             child += [flag, str(value)]
     work = StandInWork(tasks=args.tasks, samples=args.samples)
+    # What the children keep, as their own configuration says (the folder is theirs to pick).
+    settings = soak_config(Path("."), args.database_url, args.keep_rounds, args.config).store
+    retention = Retention.of_settings(settings).model_dump()
     report = anyio.run(
         lambda: supervise_soak(
-            child, args.rounds, args.kill_daemon_every, work=work, seed=args.seed, warmup=args.warmup
+            child,
+            args.rounds,
+            args.kill_daemon_every,
+            work=work,
+            seed=args.seed,
+            warmup=args.warmup,
+            retention=retention,
         )
     )
     if args.json:

@@ -135,6 +135,9 @@ def test_the_daemon_sigkilled_mid_round_and_restarted_loses_nothing(
     # The other faults ran inside the daemon's runs, and are counted over all of them.
     faults = report["daemon_kills"]["other_faults"]
     assert faults["worker_kill"] == faults["model_server_kill"] == [3]
+    # The children's retention is the report's, and its growth figures are said to restart.
+    assert report["retention"]["episode_rounds"] == report["retention"]["record_rounds"] == 1
+    assert any("start again with each of the 2 daemons" in note for note in report["notes"])
 
 
 def test_a_restarted_daemon_samples_the_round_a_kill_left_unsampled(
