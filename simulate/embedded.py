@@ -63,14 +63,31 @@ def ensure_embedded_model(cache_dir: Path | None = None) -> Path:
     happens in a temporary folder renamed into place, so a reader never sees a half-written model.
     """
     target = (cache_dir or default_cache_dir()) / EMBEDDED_MODEL_NAME
-    if (target / _MARKER).is_file():
+    if is_current(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{EMBEDDED_MODEL_NAME}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not (target / _MARKER).is_file():  # another process converted it while this one waited
+        if not is_current(target):  # another process converted it while this one waited
             _convert(target)
     return target
+
+
+def converter_line() -> str:
+    """The marker's line naming what converted the folder: the transformers version."""
+    import transformers
+
+    return f"transformers {transformers.__version__}"
+
+
+def is_current(target: Path) -> bool:
+    """Whether `target` holds a finished conversion by this transformers version.
+
+    A folder converted by another version is converted again: a tokenizer written by
+    transformers 5.17 tokenized differently under 5.23, and every token chain built on it broke.
+    """
+    marker = target / _MARKER
+    return marker.is_file() and converter_line() in marker.read_text().splitlines()
 
 
 def _convert(target: Path) -> None:
@@ -99,7 +116,7 @@ def _convert(target: Path) -> None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
-        (tmp / _MARKER).write_text(f"converted from {source}\n")
+        (tmp / _MARKER).write_text(f"converted from {source}\n{converter_line()}\n")
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
