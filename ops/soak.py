@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from arena.protocols import ChatModel
 from arena.store import Store, check_integrity, repo
+from arena.store.retention import Retention
 from ops.config import ArenaConfig, load_config
 from ops.daemon import Daemon
 from ops.soak_faults import AdminLoad, AdminLoadReport, DatabaseRestarter, DatabaseRestarts, WorkerKiller
@@ -173,8 +174,8 @@ def soak_config(
     if last_round is not None:
         env["ARENA_DAEMON__LAST_ROUND"] = str(last_round)
     if keep_rounds is not None:
-        for key in ("TRANSCRIPT", "EPISODE", "TASK", "EVENT", "YARDSTICK", "RECORD"):
-            env[f"ARENA_STORE__KEEP_{key}_ROUNDS"] = str(keep_rounds)
+        for name in Retention.model_fields:  # each is `store.keep_<name>` (`Retention.of_settings`)
+            env[f"ARENA_STORE__KEEP_{name.upper()}"] = str(keep_rounds)
         env["ARENA_TRAINER__KEEP_ROUNDS"] = str(keep_rounds)
     return load_config(config_file, environ=env)
 
@@ -312,8 +313,6 @@ async def _soak(
                     set_subreaper(False)
         finally:
             await store.aclose()
-        from arena.store.retention import Retention
-
         report = SoakReport(
             rounds=rounds,
             warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
