@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -78,9 +79,18 @@ class Store:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """A session inside one transaction: committed on success, rolled back on any error."""
-        async with AsyncSession(self.engine, expire_on_commit=False) as session, session.begin():
-            yield session
+        """A session inside one transaction: committed on success, rolled back on any error.
+
+        A transaction is never cut by cancellation: a cancel that arrives inside it takes effect
+        at the caller's next checkpoint after the transaction ends. SQLAlchemy treats a cancel in
+        the middle of a statement as a lost connection and closes it from a task of its own, which
+        anyio's repeated cancellation leaves pending; on SQLite that connection kept the write lock
+        of `BEGIN IMMEDIATE` after the daemon returned, and the next writer timed out. Bodies hold
+        only store calls, so the deferral is bounded by the busy timeout.
+        """
+        with anyio.CancelScope(shield=True):
+            async with AsyncSession(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
 
     async def migrate(self) -> str:
         """Apply every pending Alembic migration; returns the head revision."""
