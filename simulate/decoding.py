@@ -29,6 +29,9 @@ from simulate.constrained import GrammarCache, RowMasks
 from simulate.heap import trim_heap
 from simulate.kv_reuse import PrefixKVStore, batch_cache, prefill_rows, row_from_batch
 
+# The most spare KV positions a batch is built with (see simulate.kv_layer).
+DECODE_ROOM = 256
+
 
 @dataclass
 class DecodeRequest:
@@ -153,7 +156,10 @@ def _decode(
     masks = RowMasks(vocab_size, len(rows)) if any(r.matcher is not None for r in rows) else None
 
     prefilled, logits = prefill_rows(model, [r.request.prompt_ids for r in rows], store)
-    cache, attention, positions = batch_cache(model, prefilled)
+    # Spare cache positions for the tokens to come; a row that decodes more grows its layers then
+    # (a 2,048-token budget that stops at 50 would hold 94 MB a row of empty keys and values).
+    room = min(max(r.request.max_new_tokens for r in rows), DECODE_ROOM)
+    cache, attention, positions = batch_cache(model, prefilled, room)
     del prefilled
     live = rows  # rows still decoding, in batch order
 

@@ -200,29 +200,31 @@ def kv_chunks(widths: Sequence[int], budget_tokens: int) -> list[list[int]]:
     return chunks
 
 
-def batch_cache(model: Any, rows: Sequence[RowKV]) -> tuple[Any, torch.Tensor, torch.Tensor]:
+def batch_cache(model: Any, rows: Sequence[RowKV], room: int = 0) -> tuple[Any, torch.Tensor, torch.Tensor]:
     """(cache, attention mask, last positions) of `rows` left-padded into one batch.
 
     Consumes `rows`: each row's layer is released as soon as it is copied, so building the batch
-    holds one batch of keys and values at its peak, not the rows and the batch side by side.
+    holds one batch of keys and values at its peak, not the rows and the batch side by side. The
+    cache's layers keep `room` spare positions for the tokens the batch will decode
+    (`simulate.kv_layer`: no per-token copy of the cache).
     """
-    from transformers import DynamicCache
+    from simulate.kv_layer import growing_cache  # imports transformers: only once a batch decodes
 
     width = max(len(r.ids) for r in rows)
     attention = torch.zeros((len(rows), width), dtype=torch.long, device=model.device)
     for b, row in enumerate(rows):
         attention[b, width - len(row.ids) :] = 1
-    cache = DynamicCache(config=model.config)
+    cache = growing_cache(model.config)
     for layer in range(len(rows[0].layers)):
         k0, v0 = rows[0].layers[layer]
-        keys = k0.new_zeros((len(rows), k0.shape[1], width, k0.shape[3]))
-        values = v0.new_zeros((len(rows), v0.shape[1], width, v0.shape[3]))
+        keys = k0.new_zeros((len(rows), k0.shape[1], width + room, k0.shape[3]))
+        values = v0.new_zeros((len(rows), v0.shape[1], width + room, v0.shape[3]))
         for b, row in enumerate(rows):
             k, v = row.layers[layer]
-            keys[b, :, width - k.shape[2] :] = k[0]
-            values[b, :, width - v.shape[2] :] = v[0]
+            keys[b, :, width - k.shape[2] : width] = k[0]
+            values[b, :, width - v.shape[2] : width] = v[0]
             row.layers[layer] = (k[:, :, :0].clone(), v[:, :, :0].clone())  # released
-        cache.update(keys, values, layer)
+        cache.layers[layer].adopt(keys, values, width)
     last = torch.tensor([[len(r.ids) - 1] for r in rows], dtype=torch.long, device=model.device)
     return cache, attention, last
 

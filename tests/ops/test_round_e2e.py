@@ -36,6 +36,10 @@ def tiny(model: Path) -> dict[str, str]:
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
         "ARENA_ROUND__YARDSTICK_TASKS_PER_LEVEL": "1",
         "ARENA_ROUND__YARDSTICK_AFTER_WARMUP": "true",
+        # The round's caps, not each task's fitted ones: a yardstick episode of 2 turns instead of
+        # up to 6 (every yardstick prompt holds all the env's tools, ~2,300 tokens); the three runs
+        # (base, warm-up, candidate) were half of this round's time. test_yardstick checks "fit".
+        "ARENA_ROUND__YARDSTICK_CAPS": "round",
         # The agent's prompt (~3k tokens of evidence) is the slowest call of a CPU round; its
         # wiring runs in `make run` and diagnose's own real-model tests. Here: the statistical path.
         "ARENA_DIAGNOSIS__AGENT": "false",
