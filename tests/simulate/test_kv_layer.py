@@ -34,7 +34,9 @@ def test_appends_growth_row_pruning_and_crops_match_the_concatenating_layer() ->
         assert growing.get_seq_length() == reference.get_seq_length() == 21 + step
     growing.crop(-7)
     reference.crop(-7)
-    assert torch.equal(growing.keys, reference.keys) and growing.get_seq_length() == reference.get_seq_length()
+    assert (
+        torch.equal(growing.keys, reference.keys) and growing.get_seq_length() == reference.get_seq_length()
+    )
     # Room taken by the crop is written again by the next update, not appended after it.
     new = _kv(generator, 3, 2)
     assert torch.equal(growing.update(*new)[1], reference.update(*new)[1])
