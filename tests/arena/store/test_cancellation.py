@@ -28,9 +28,8 @@ async def test_a_cancel_inside_a_transaction_takes_effect_after_its_commit(tmp_p
             async with store.transaction() as s:
                 await repo.ensure_round(s, 1)
                 await repo.start_phase(s, 1, "evaluate")
-            await (
-                anyio.lowlevel.checkpoint()
-            )  # the first checkpoint after the transaction: the cancel lands here
+            # The first checkpoint after the transaction: the cancel lands here.
+            await anyio.lowlevel.checkpoint()
             pytest.fail("the cancel was lost")
         assert scope.cancelled_caught
         async with store.transaction() as s:
