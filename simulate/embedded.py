@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -80,14 +81,24 @@ def converter_line() -> str:
     return f"transformers {transformers.__version__}"
 
 
+def template_line() -> str:
+    """The marker's line naming the chat template the folder was written with (a digest)."""
+    return f"chat template {hashlib.sha256(tool_chat_template().encode()).hexdigest()[:16]}"
+
+
 def is_current(target: Path) -> bool:
-    """Whether `target` holds a finished conversion by this transformers version.
+    """Whether `target` holds a finished conversion by this transformers version and template.
 
     A folder converted by another version is converted again: a tokenizer written by
     transformers 5.17 tokenized differently under 5.23, and every token chain built on it broke.
+    So is one written with another chat template: a fresh policy starts from the template the
+    code renders its prompts with (a trained policy keeps the one it was trained on).
     """
     marker = target / _MARKER
-    return marker.is_file() and converter_line() in marker.read_text().splitlines()
+    if not marker.is_file():
+        return False
+    lines = marker.read_text().splitlines()
+    return converter_line() in lines and template_line() in lines
 
 
 def _convert(target: Path) -> None:
@@ -116,7 +127,7 @@ def _convert(target: Path) -> None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
-        (tmp / _MARKER).write_text(f"converted from {source}\n{converter_line()}\n")
+        (tmp / _MARKER).write_text(f"converted from {source}\n{converter_line()}\n{template_line()}\n")
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)

@@ -1,7 +1,7 @@
 """The policy's system prompt and the text of the observations it sees.
 
 The tool list itself is not here: backends render it from `tools=` through the chat template
-(Hermes `<tools>` block), so the system prompt only carries the environment's rules and a short
+(the embedded model's lists each tool as a signature inside `<tools>`), so the system prompt only carries the environment's rules and a short
 instruction on how to behave. Training and evaluation build prompts with these same functions.
 """
 
