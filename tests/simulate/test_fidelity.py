@@ -27,7 +27,8 @@ from ops.cli import main
 from ops.commands.bench_sim import helper_identity
 from ops.config_sections import ModelConfig
 from ops.fidelity_report import build_report
-from simulate.fidelity import FidelityConfig, check_values, compare_call, measure_env
+from simulate.fidelity import FidelityConfig, compare_call, measure_env
+from simulate.fidelity_facts import check_values
 from simulate.simulators.tool import TOOL_SYSTEM
 
 pytestmark = pytest.mark.anyio
