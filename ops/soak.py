@@ -180,6 +180,11 @@ def soak_config(
     return load_config(config_file, environ=env)
 
 
+def warmup_rounds(rounds: int, warmup: int | None) -> int:
+    """Rounds left out of the growth figures: `warmup` (default a sixth), at most all but the last two."""
+    return min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0))
+
+
 def slope(points: list[tuple[int, float]]) -> float:
     """Least-squares slope of (round, value) points (0 with fewer than two)."""
     if len(points) < 2:
@@ -315,7 +320,7 @@ async def _soak(
             await store.aclose()
         report = SoakReport(
             rounds=rounds,
-            warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
+            warmup=warmup_rounds(rounds, warmup),
             store=store.dialect,
             retention=Retention.of_settings(config.store).model_dump(),
             work=work,

@@ -27,7 +27,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.soak import SoakReport, summarize
+from ops.soak import SoakReport, summarize, warmup_rounds
 from ops.soak_phases import StandInWork
 from ops.soak_probe import sample_process, set_subreaper
 from ops.soak_samples import RoundSample, read_samples
@@ -97,7 +97,7 @@ async def supervise_soak(
         after = sample_process(_database_servers(samples_file))
     report = DaemonSoakReport(
         rounds=rounds,
-        warmup=min(warmup if warmup is not None else rounds // 6, max(rounds - 2, 0)),
+        warmup=warmup_rounds(rounds, warmup),
         store=store,
         retention=retention or {},
         work=work,

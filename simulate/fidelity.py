@@ -7,20 +7,21 @@ environment (`arena bench sim` reports it; the definitions in full are in docs/b
 (a) Tool fidelity. The environment's twin is built as any imported catalogue is (`twin_of`: tool
 specs -> `tools_from_json` -> `write_simulated_env` -> the loader). Each task's reference calls run
 on a fresh real instance and, in order, on a `SimulatedInstance` of the twin (one `ToolMemory`
-per trajectory). The task's facts (`check_values`) are the values its checks read: answer-check
-values, the literals of SQL and python checks, the arguments of action checks and reference calls
-(0, 1 and one-character strings left out). A fact belongs to call i when its real result shows it
-(`contains_value` over the result as JSON) and is reproduced when the twin's result for call i is a
-success and shows it too; it is given when the call's arguments or the intent hold it (the
-simulator can echo it), hidden otherwise. Tool fidelity = reproduced / facts.
+per trajectory). The task's facts (`check_values`, in `simulate.fidelity_facts`) are the values
+its checks read: answer-check values, the literals of SQL and python checks, the arguments of
+action checks and reference calls (0, 1 and one-character strings left out). A fact belongs to call
+i when its real result shows it (`contains_value` over the result as JSON) and is reproduced when
+the twin's result for call i is a success and shows it too; it is given when the call's arguments
+or the intent hold it (the simulator can echo it), hidden otherwise. Tool fidelity = reproduced /
+facts.
 
 (b) Judge fidelity. As many gold episodes (reference calls with their real results, then the
 reference answer; at most one per task) as non-working ones (per gold task, the adversary gate's
 agent used least so far among those that apply to it), `episodes_per_kind` of each at most. Each
 gets the verifier's verdict and the judge's (`TrajectoryJudge` with `simenv`'s criteria and
 intent; no valid answer is a fail, counted in `judge_errors`). Tasks with rubric checks are left
-out (their verifier is a judge). Rates and intervals are computed by the CLI (`ops`), which may
-import `curriculum.stats`.
+out (their verifier is a judge). Rates and intervals are computed in `ops` (`ops.fidelity_report`),
+which may import `curriculum.stats`.
 
 (c) Cost. Per task whose gold episode was judged: seconds, helper calls and tokens of the simulated
 episode (twin replay + judge) against the executable one (real replay + verifier).
@@ -28,9 +29,6 @@ episode (twin replay + judge) against the executable one (real replay + verifier
 
 from __future__ import annotations
 
-import ast
-import json
-import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,12 +40,13 @@ from pydantic import BaseModel, Field
 from arena.env.loader import load_environment
 from arena.env.runtime import Environment
 from arena.tasks.adversary import ADVERSARIES, AdversaryName, play_agent, transcript_of
-from arena.tasks.model import ActionCheck, AnswerCheck, PythonCheck, SqlCheck, Task
-from arena.tasks.normalize import contains_value, normalize_text
+from arena.tasks.model import Task
+from arena.tasks.normalize import contains_value
 from arena.tasks.replay import first_failure, new_instance, replay_reference
 from arena.tasks.toml_io import load_tasks
 from arena.tasks.verify import verify
 from arena.types import Completion, Message, SamplingParams, ToolCall, ToolSpec
+from simulate.fidelity_facts import check_values, facts_in, result_text
 from simulate.importers import tools_from_json, write_simulated_env
 from simulate.simenv import SimulatedInstance, SimulationSettings, intent_of, task_criteria
 from simulate.simulators.common import SimulatorError
@@ -55,10 +54,6 @@ from simulate.simulators.judge import TrajectoryJudge
 from simulate.simulators.tool import ToolSimulator
 
 log = structlog.get_logger(__name__)
-
-_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
-_SQL_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
-_SQL_QUERY = re.compile(r"^\s*(select|with|insert|update|delete)\b", re.IGNORECASE)
 
 
 class CountingModel:
@@ -171,79 +166,6 @@ def twin_of(env: Environment, out_dir: Path) -> tuple[Environment, list[str]]:
     )
     dropped = [f"{d.name}: {', '.join(d.reasons)}" for d in report.dropped]
     return load_environment(out_dir, cache=False), dropped
-
-
-def _keep(value: Any) -> str | None:
-    """A value as a fact string, or None for what is no fact (booleans, 0/1, one character)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return None if value in (0, 1) else (str(int(value)) if float(value).is_integer() else str(value))
-    if isinstance(value, str):
-        text = value.strip()
-        return text if len(text) >= 2 else None
-    return None
-
-
-def _scalars(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [v for item in value.values() for v in _scalars(item)]
-    if isinstance(value, list):
-        return [v for item in value for v in _scalars(item)]
-    return [value]
-
-
-def sql_literals(sql: str) -> list[Any]:
-    """The string and number literals of a query."""
-    strings = [m.replace("''", "'") for m in _SQL_STRING.findall(sql)]
-    rest = _SQL_STRING.sub(" ", sql)
-    numbers = [float(n) if "." in n else int(n) for n in _SQL_NUMBER.findall(rest)]
-    return [*strings, *numbers]
-
-
-def python_literals(code: str) -> list[Any]:
-    """The constants of a python check (an SQL string gives its literals instead)."""
-    out: list[Any] = []
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, str) and _SQL_QUERY.match(node.value):
-                out.extend(sql_literals(node.value))
-            else:
-                out.append(node.value)
-    return out
-
-
-def check_values(task: Task) -> list[str]:
-    """The facts a task's checks read (see the module docstring), in first-seen order, unique."""
-    raw: list[Any] = []
-    for check in task.checks:
-        if isinstance(check, AnswerCheck):
-            raw.extend(v for group in check.expected_groups() for v in group)
-        elif isinstance(check, SqlCheck):
-            raw.extend(sql_literals(check.sql))
-        elif isinstance(check, PythonCheck):
-            raw.extend(python_literals(check.code))
-        elif isinstance(check, ActionCheck):
-            raw.extend(v for call in check.calls for v in _scalars(call.args))
-    for call in task.reference:
-        raw.extend(_scalars(call.arguments))
-    seen: dict[str, str] = {}
-    for value in raw:
-        fact = _keep(value)
-        if fact is not None:
-            seen.setdefault(normalize_text(fact), fact)
-    return list(seen.values())
-
-
-def result_text(output: Any) -> str:
-    """A tool result as the text facts are looked up in."""
-    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
-
-
-def facts_in(output: Any, values: list[str]) -> list[str]:
-    """The values that appear in a tool result."""
-    text = result_text(output)
-    return [v for v in values if contains_value(text, v)]
 
 
 def compare_call(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ops.cli import main
-from ops.soak import SoakReport, slope, summarize
+from ops.soak import SoakReport, slope, summarize, warmup_rounds
 from ops.soak_phases import StandInWork
 
 
@@ -96,6 +96,11 @@ def test_growth_is_the_slope_after_the_warmup() -> None:
     assert report.rss_growth_pct == pytest.approx(100 * 5 / 1003, abs=0.01)
     assert report.ok
     assert slope([(1, 2.0)]) == 0.0
+
+
+def test_the_warmup_defaults_to_a_sixth_and_leaves_two_rounds_measured() -> None:
+    assert warmup_rounds(12, None) == 2 and warmup_rounds(12, 5) == 5
+    assert warmup_rounds(4, 3) == 2 and warmup_rounds(1, None) == 0
 
 
 def test_a_model_server_killed_mid_phase_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,9 +24,11 @@ from arena.tasks.judge import JUDGE_SYSTEM
 from arena.tasks.model import Task
 from arena.types import Completion, Message, SamplingParams, ToolSpec
 from ops.cli import main
-from ops.commands.bench_sim import build_report, helper_identity
+from ops.commands.bench_sim import helper_identity
 from ops.config_sections import ModelConfig
-from simulate.fidelity import FidelityConfig, check_values, compare_call, measure_env
+from ops.fidelity_report import build_report
+from simulate.fidelity import FidelityConfig, compare_call, measure_env
+from simulate.fidelity_facts import check_values
 from simulate.simulators.tool import TOOL_SYSTEM
 
 pytestmark = pytest.mark.anyio

@@ -40,7 +40,7 @@ def test_missing_or_wrong_model_folder_is_a_clear_error(
 def test_fixed_sequences_are_episode_shaped(embedded_model_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from trainer.bench_grpo import POLICY_TURN, TOOL_RESULT, fixed_sequences
+    from trainer.bench_sequences import POLICY_TURN, TOOL_RESULT, fixed_sequences
 
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_model_path))
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
