@@ -6,6 +6,7 @@ each field's description says what it does (`arena config show` prints the effec
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,6 +102,21 @@ class ModelConfig(ConfigSection):
         description="Local backend: none is float32 on CPU (batch-invariant greedy decoding), bfloat16 "
         "on GPU; auto is bfloat16 wherever native.",
     )
+
+    def identity(self) -> str:
+        """A stable name of this model, under which measurements of it are stored.
+
+        `local:embedded`, `local:/abs/folder` or `http:MODEL@URL`: a local folder is named by its
+        absolute path, so a relative path in a config and the same folder on the command line
+        name one model.
+        """
+        model = self.model
+        if self.backend == "local" and model != "embedded":
+            model = os.path.abspath(os.path.expanduser(model))
+        identity = f"{self.backend}:{model}"
+        if self.backend == "http" and self.base_url:
+            identity += "@" + self.base_url.rstrip("/")
+        return identity
 
     @field_validator("base_url")
     @classmethod

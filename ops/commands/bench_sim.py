@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -30,21 +29,6 @@ from ops.fidelity_report import build_report, print_report
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
     from ops.config_sections import ModelConfig
-
-
-def helper_identity(model_config: ModelConfig) -> str:
-    """A stable name of the helper a measurement belongs to: `local:embedded`, `http:MODEL@URL`.
-
-    A local model folder is named by its absolute path (`local:/var/lib/arena/models/helper`), so a
-    relative path in a config and the same folder on the command line name one helper.
-    """
-    model = model_config.model
-    if model_config.backend == "local" and model != "embedded":
-        model = os.path.abspath(os.path.expanduser(model))
-    identity = f"{model_config.backend}:{model}"
-    if model_config.backend == "http" and model_config.base_url:
-        identity += "@" + model_config.base_url.rstrip("/")
-    return identity
 
 
 def _load_config(path: Path | None) -> ArenaConfig:
@@ -207,7 +191,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
         raise CliError(f"--episodes-per-kind must be at least 1 (got {args.episodes_per_kind})")
     envs, notes = select_envs(args.env)
     section, data_dir = helper_section(args)
-    identity = helper_identity(section)
+    identity = section.identity()
     if args.save:
         _in_store(args.config, None)  # before the run, not after it: a run can take hours
     started = time.perf_counter()

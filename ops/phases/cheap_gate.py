@@ -38,9 +38,8 @@ async def helper_fidelity(ctx: PhaseContext) -> tuple[str, Any]:
     shown beside the judge-scored pass rates on the dashboard.
     """
     from arena.store.fidelity import latest_fidelity
-    from ops.commands.bench_sim import helper_identity
 
-    helper = helper_identity(ctx.config.models.helper)
+    helper = ctx.config.models.helper.identity()
     async with ctx.store.transaction() as s:
         row = await latest_fidelity(s, helper)
     measured = row is not None and row.false_pass is not None

@@ -135,7 +135,6 @@ async def plan_with_gate(
     """PLAN over one executable and one simulated training environment; the stored fidelity row."""
     from arena.store import repo
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
-    from ops.commands.bench_sim import helper_identity
     from ops.phases.plan import PlanPhase
 
     previous = {"evaluate": {"arena": [], "training": ["banking", "weather"]}}
@@ -143,9 +142,7 @@ async def plan_with_gate(
         await store.migrate()
         if fidelity is not None:
             async with store.transaction() as s:
-                row = HelperFidelityRow(
-                    helper_id=helper_identity(config.models.helper), episodes=40, **fidelity
-                )
+                row = HelperFidelityRow(helper_id=config.models.helper.identity(), episodes=40, **fidelity)
                 await save_fidelity(s, row)
         ctx = phase_context(config, store, 1, previous, phase="plan")
         out = await PlanPhase().run(ctx)
@@ -201,7 +198,6 @@ async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(
     """EVALUATE's note for simulated envs, the gauges, and `arena status` beside the pass rate."""
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
     from ops.commands.admin import _render_status
-    from ops.commands.bench_sim import helper_identity
     from ops.phases.cheap_gate import helper_fidelity, judge_note
 
     config = make_config()
@@ -212,7 +208,7 @@ async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(
         unmeasured = judge_note(*await helper_fidelity(ctx))
         assert unmeasured["agreement"] is None and metrics.helper_judge_agreement._value.get() == -1
         async with store.transaction() as s:
-            row = HelperFidelityRow(helper_id=helper_identity(config.models.helper), episodes=40, **MEASURED)
+            row = HelperFidelityRow(helper_id=config.models.helper.identity(), episodes=40, **MEASURED)
             await save_fidelity(s, row)
         note = judge_note(*await helper_fidelity(ctx))
     assert note["agreement"] == 0.9 and note["false_pass"] == 0.05

@@ -24,7 +24,6 @@ from arena.tasks.judge import JUDGE_SYSTEM
 from arena.tasks.model import Task
 from arena.types import Completion, Message, SamplingParams, ToolSpec
 from ops.cli import main
-from ops.commands.bench_sim import helper_identity
 from ops.config_sections import ModelConfig
 from ops.fidelity_report import build_report
 from simulate.fidelity import FidelityConfig, compare_call, measure_env
@@ -206,12 +205,12 @@ async def test_a_judge_without_a_valid_answer_fails_the_episode(tmp_path: Path) 
     assert all(not j.judge_passed for j in result.judge)
 
 
-def test_helper_identity() -> None:
-    assert helper_identity(ModelConfig()) == "local:embedded"
+def test_a_model_config_names_its_model() -> None:
+    assert ModelConfig().identity() == "local:embedded"
     http = ModelConfig(backend="http", model="Qwen/Qwen3-8B", base_url="http://vllm:8000/v1/")
-    assert helper_identity(http) == "http:Qwen/Qwen3-8B@http://vllm:8000/v1"
+    assert http.identity() == "http:Qwen/Qwen3-8B@http://vllm:8000/v1"
     relative = ModelConfig(model="models/helper")  # a folder: named by its absolute path
-    assert helper_identity(relative) == f"local:{os.path.abspath('models/helper')}"
+    assert relative.identity() == f"local:{os.path.abspath('models/helper')}"
 
 
 @pytest.mark.parametrize(
