@@ -12,7 +12,6 @@ folder with `origin = "synthesized"`, written only when every step succeeded.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import sqlite3
@@ -31,22 +30,11 @@ from arena.env.errors import Problems
 from arena.env.spec import TOOL_NAME_RE, EnvToml, parse_tests_toml
 from arena.protocols import ChatModel, ModelError
 from arena.synth.cost import ReportObserver, StageMeter, SynthesisReport
+from arena.synth.source_checks import check_tools_source
 from arena.types import Message, SamplingParams
 
 log = structlog.get_logger(__name__)
 
-ALLOWED_IMPORTS = {
-    "__future__",
-    "arena.env",
-    "typing",
-    "pydantic",
-    "re",
-    "json",
-    "math",
-    "decimal",
-    "collections",
-}
-FORBIDDEN_CALLS = {"open", "eval", "exec", "compile", "__import__", "input", "globals", "setattr", "getattr"}
 DEFAULT_NOW = "2025-06-01T09:00:00"
 STEPS = ("description", "schema", "seed", "tool_specs", "tools", "tests")
 
@@ -80,38 +68,6 @@ def strip_fences(text: str) -> str:
     """The body of a ```-fenced block if the answer has one, else the text."""
     m = re.search(r"```[a-zA-Z]*\n(.*?)```", text, re.DOTALL)
     return (m.group(1) if m else text).strip() + "\n"
-
-
-def check_tools_source(source: str) -> list[str]:
-    """Static problems of a model-written tools.py (empty when it passes)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return [f"syntax error: {exc.msg} (line {exc.lineno})"]
-    problems: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name not in ALLOWED_IMPORTS:
-                    problems.append(f"line {node.lineno}: import {alias.name} is not allowed")
-        elif isinstance(node, ast.ImportFrom):
-            if (node.module or "") not in ALLOWED_IMPORTS:
-                problems.append(f"line {node.lineno}: import from {node.module} is not allowed")
-        elif (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS
-        ):
-            problems.append(f"line {node.lineno}: {node.func.id}() is not allowed")
-        elif (
-            isinstance(node, ast.Attribute)
-            and node.attr in ("now", "today", "utcnow")
-            and not (isinstance(node.value, ast.Name) and node.value.id == "db")
-        ):
-            problems.append(f"line {node.lineno}: take the time from db.now(), not .{node.attr}()")
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr != "__name__":
-            problems.append(f"line {node.lineno}: dunder attribute {node.attr} is not allowed")
-    if not any(isinstance(n, ast.FunctionDef) and n.decorator_list for n in tree.body):
-        problems.append("defines no @tool functions")
-    return problems
 
 
 def _sql_problem(

@@ -11,8 +11,9 @@ import pytest
 
 from arena.env.loader import load_environment
 from arena.sandbox import SandboxPool
-from arena.synth.envgen import check_tools_source, synthesize_environment
+from arena.synth.envgen import synthesize_environment
 from arena.synth.graph_tasks import synthesize_graph_tasks
+from arena.synth.source_checks import check_tools_source
 from arena.tasks.gates import run_gates
 from arena.types import Message
 from ops.cli import main
