@@ -2,7 +2,9 @@
 
 `ExecutableInstance` is a private copy of an executable environment's database plus its tools. Tools
 run in-process (a write tool inside a transaction that a failure rolls back) or in a `ToolSandbox`
-worker on the serialized state, whose new state the instance then adopts.
+worker on the serialized state, whose new state the instance then adopts. An instance sees its
+environment as an `InstanceSource` protocol: `arena.env.runtime`, which makes instances, imports this
+module, never the other way round.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ from arena.env.state import (
     schema_rows,
     to_image,
 )
-from arena.env.tool import ToolError
+from arena.env.tool import ToolDef, ToolError
 from arena.types import ToolSpec
 
 if TYPE_CHECKING:
-    from arena.env.runtime import Environment
     from arena.sandbox.models import SandboxToolOutcome
 
 log = structlog.get_logger(__name__)
@@ -102,6 +103,30 @@ class ToolSandbox(Protocol):
         ...
 
 
+class InstanceSource(Protocol):
+    """The part of `arena.env.runtime.Environment` an instance reads (structural: no runtime import)."""
+
+    path: Path
+    tools: dict[str, ToolDef]
+    tool_specs: list[ToolSpec]
+    write_tools: list[str]
+    template: sqlite3.Connection | None
+
+    @property
+    def name(self) -> str:
+        """Identifier from env.toml."""
+        ...
+
+    @property
+    def now(self) -> str:
+        """The fixed current time of every episode."""
+        ...
+
+    def template_layout(self) -> tuple[bytes, list[Any], dict[int, str] | None]:
+        """The template's image, schema rows and page owners."""
+        ...
+
+
 def _jsonable(value: Any) -> Any:
     """The tool's return value as plain JSON (what the agent will see); raises TypeError if it isn't."""
     if isinstance(value, BaseModel):
@@ -118,7 +143,7 @@ class ExecutableInstance:
 
     def __init__(
         self,
-        env: Environment,
+        env: InstanceSource,
         conn: sqlite3.Connection,
         initial: sqlite3.Connection,
         *,

@@ -21,7 +21,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from arena.sandbox import boundary
+# Not `from arena.sandbox import boundary`: the package's `__init__` imports this module (lazily).
+import arena.sandbox.boundary as boundary
 from arena.sandbox.framing import FrameError, encode_job, read_reply
 from arena.sandbox.models import SandboxLimits, ViolationKind, classify_exit
 
