@@ -154,3 +154,17 @@ def test_imports_one_way_are_no_cycle(tmp_path: Path) -> None:
         ("pkg.b", "pkg.c"),
     }
     assert not import_cycles(tmp_path, "pkg")
+
+
+def test_the_daemon_imports_no_cli_command() -> None:
+    """`ops.commands` are the CLI's leaves: the daemon, its phases and its services never import one."""
+    graph = import_graph(ROOT, "ops")
+    leaves = {"ops.cli", "ops.__main__"}
+    offenders = sorted(
+        (module, target)
+        for module, target in graph.edges
+        if target.startswith("ops.commands")
+        and not module.startswith("ops.commands")
+        and module not in leaves
+    )
+    assert offenders == []
