@@ -116,7 +116,7 @@ class TrainPhase(BasePhase):
         wanted = ctx.previous.get("synthesize", {}).get("tasks", [])
         if not wanted or ctx.config.round.train_steps <= 0:
             return {
-                "skipped": "no training tasks" if wanted else "train_steps = 0",
+                "skipped": "train_steps = 0" if wanted else "no training tasks",
                 "steps": 0,
                 "checkpoint": None,
             }
