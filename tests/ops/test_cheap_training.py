@@ -90,19 +90,18 @@ def weather_difficulty() -> Any:
 
 
 async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(
-    make_config, phase_context, weather
+    make_config, phase_context, plan_output, weather
 ) -> None:
+    from ops.phases.outputs import DifficultyPoint
+
     config = make_config()
-    plan = {
-        "allocation": {"tasks": {"weather": 2}},
-        "simulated": {"weather": {"n": 2, "difficulty": weather_difficulty().as_dict()}},
-    }
+    plan = plan_output(
+        {"weather": 2}, simulated={"weather": DifficultyPoint(n=2, difficulty=weather_difficulty())}
+    )
     metrics = Metrics()
 
     async def synthesize(config: Any, store: Any, helper: ScriptedFakeHelper) -> dict[str, Any]:
-        ctx = phase_context(
-            config, store, 1, {"plan": plan}, phase="synthesize", helper=helper, metrics=metrics
-        )
+        ctx = phase_context(config, store, 1, [plan], phase="synthesize", helper=helper, metrics=metrics)
         return await SynthesizePhase().run(ctx)
 
     async with Store(config.database_url) as store:
@@ -136,9 +135,10 @@ async def plan_with_gate(
     from arena.store import repo
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
     from ops.commands.bench_sim import helper_identity
+    from ops.phases.outputs import EvaluateOutput
     from ops.phases.plan import PlanPhase
 
-    previous = {"evaluate": {"arena": [], "training": ["banking", "weather"]}}
+    evaluated = EvaluateOutput(arena=[], training=["banking", "weather"], pass_rates={})
     async with Store(config.database_url) as store:
         await store.migrate()
         if fidelity is not None:
@@ -147,7 +147,7 @@ async def plan_with_gate(
                     helper_id=helper_identity(config.models.helper), episodes=40, **fidelity
                 )
                 await save_fidelity(s, row)
-        ctx = phase_context(config, store, 1, previous, phase="plan")
+        ctx = phase_context(config, store, 1, [evaluated], phase="plan")
         out = await PlanPhase().run(ctx)
         async with store.transaction() as s:
             await PlanPhase().persist(s, ctx, out)
