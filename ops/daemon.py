@@ -345,9 +345,9 @@ class Daemon:
                 store=self.store,
                 metrics=self.metrics,
                 models=self.models,
-                previous=dict(previous),
                 _safe_point=self.safe_point,
                 _progress=self.report_progress,
+                _outputs=dict(previous),
                 sandbox_available=self.sandbox["available"],
                 cluster=self.cluster,
             )

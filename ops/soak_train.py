@@ -15,14 +15,14 @@ import errno
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CheckpointRow, repo
-from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.base import BasePhase, PhaseContext, PhaseOutput
 from ops.phases.runtime import checkpoints_dir, prune_round_dirs, round_dir
 
 WEIGHTS = "model.safetensors"
@@ -71,6 +71,15 @@ class StandInTokenizer:
         (Path(path) / "tokenizer.json").write_text('{"standin": true}')
 
 
+class StandInTrainOutput(PhaseOutput):
+    """The stand-in TRAIN's output, as the stand-in PUBLISH reads it."""
+
+    phase: ClassVar[str] = "train"
+
+    checkpoint: str = Field(description="The checkpoint row's id (`round-NNNN`).")
+    path: str = Field(description="The folder the trainer's atomic save wrote.")
+
+
 class StandInTrain(BasePhase):
     """TRAIN's shape: one checkpoint saved by the trainer's atomic save, and its row."""
 
@@ -92,7 +101,7 @@ class StandInTrain(BasePhase):
         folder = await anyio.to_thread.run_sync(
             lambda: save_checkpoint(model, StandInTokenizer(), round_dir(ctx), lineage)
         )
-        return {"checkpoint": f"round-{ctx.round:04d}", "path": str(folder)}
+        return StandInTrainOutput(checkpoint=f"round-{ctx.round:04d}", path=str(folder)).stored()
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
         row = CheckpointRow(id=output["checkpoint"], round=ctx.round, path=output["path"])
@@ -109,8 +118,8 @@ class StandInPublish(BasePhase):
         self.faults = faults
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        trained = ctx.previous.get("train", {})
-        folder = Path(trained["path"])
+        trained = ctx.require_output(StandInTrainOutput)
+        folder = Path(trained.path)
         loaded = await anyio.to_thread.run_sync((folder / WEIGHTS).read_bytes)
         if loaded != weights_bytes(ctx.round, self.checkpoint_kb):
             self.faults.half_written_loaded += 1
@@ -118,9 +127,9 @@ class StandInPublish(BasePhase):
         keep = ctx.config.trainer.keep_rounds
         pruned = await anyio.to_thread.run_sync(prune_round_dirs, checkpoints_dir(ctx), keep, [folder])
         ctx.metrics.publish_decisions.labels(decision="published").inc()
-        return {"policy": trained["checkpoint"], "pruned": len(pruned)}
+        return {"policy": trained.checkpoint, "pruned": len(pruned)}
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
-        trained = ctx.previous["train"]
-        row = CheckpointRow(id=trained["checkpoint"], round=ctx.round, path=trained["path"], published=True)
+        trained = ctx.require_output(StandInTrainOutput)
+        row = CheckpointRow(id=trained.checkpoint, round=ctx.round, path=trained.path, published=True)
         await repo.add_checkpoint(session, row)

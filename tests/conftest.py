@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -209,8 +209,9 @@ class ModelsStub:
 
 @pytest.fixture
 def phase_context() -> Callable[..., Any]:
-    """`phase_context(config, store=None, round_no=1, previous=None, *, phase, policy, helper, metrics)`:
-    a `PhaseContext` for running one phase directly (no daemon; safe points and progress do nothing)."""
+    """`phase_context(config, store=None, round_no=1, outputs=(), *, phase, policy, helper, metrics)`:
+    a `PhaseContext` for running one phase directly (no daemon; safe points and progress do nothing),
+    which sees `outputs` (`PhaseOutput` models) as the round's earlier phases' outputs."""
     from ops.metrics import Metrics
     from ops.phases.base import PhaseContext
 
@@ -218,7 +219,7 @@ def phase_context() -> Callable[..., Any]:
         config: Any,
         store: Any = None,
         round_no: int = 1,
-        previous: dict[str, Any] | None = None,
+        outputs: Iterable[Any] = (),
         *,
         phase: str = "plan",
         policy: Any = None,
@@ -235,10 +236,9 @@ def phase_context() -> Callable[..., Any]:
             store=store,
             metrics=metrics or Metrics(),
             models=ModelsStub(policy, helper),  # type: ignore[arg-type]
-            previous=previous or {},
             _safe_point=safe_point,
             _progress=lambda done, total, note: None,
-        )
+        ).with_outputs(*outputs)
 
     return make
 

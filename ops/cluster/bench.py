@@ -207,7 +207,6 @@ def bench_context(config: Any, store: Any, round_no: int, cluster: Any = None, p
         store=store,
         metrics=Metrics(),
         models=models,
-        previous={},
         _safe_point=no_safe_point,
         _progress=lambda done, total, note="": None,
         cluster=cluster,

@@ -312,7 +312,6 @@ class EpisodeWorker:
             store=StoreOwnedByDaemon(),  # type: ignore[arg-type]
             metrics=self.metrics,
             models=self.models,
-            previous={},
             _safe_point=no_safe_point,
             _progress=lambda done, total, note="": None,
             sandbox_available=job.sandbox_available,

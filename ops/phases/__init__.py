@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ops.phases.base import PHASE_ORDER, BasePhase, Phase, PhaseContext, StopRequested
+from ops.phases.base import (
+    PHASE_ORDER,
+    BasePhase,
+    Phase,
+    PhaseContext,
+    PhaseOutput,
+    PhaseOutputError,
+    StopRequested,
+)
 
 
 def default_phases() -> list[Phase]:
@@ -17,4 +25,13 @@ def default_phases() -> list[Phase]:
     return [EvaluatePhase(), DiagnosePhase(), PlanPhase(), SynthesizePhase(), TrainPhase(), PublishPhase()]
 
 
-__all__ = ["PHASE_ORDER", "BasePhase", "Phase", "PhaseContext", "StopRequested", "default_phases"]
+__all__ = [
+    "PHASE_ORDER",
+    "BasePhase",
+    "Phase",
+    "PhaseContext",
+    "PhaseOutput",
+    "PhaseOutputError",
+    "StopRequested",
+    "default_phases",
+]

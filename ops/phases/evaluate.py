@@ -30,6 +30,7 @@ from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
+from ops.phases.outputs import EvaluateOutput
 from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
 from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
@@ -99,7 +100,8 @@ class EvaluatePhase(BasePhase):
             "evaluated": chosen,
         }
         if not chosen:
-            return {**out, "episodes": 0, "pass_rates": {}, "category_pass_rates": {}, "note": "no arena env"}
+            empty = {"episodes": 0, "pass_rates": {}, "category_pass_rates": {}, "note": "no arena env"}
+            return EvaluateOutput.model_validate({**out, **empty}).stored()
         await serve_live_policy(ctx)
         tconf = trainer_config(ctx, temperature=0.0)
         levels = await difficulties(ctx)
@@ -137,7 +139,7 @@ class EvaluatePhase(BasePhase):
         judged = sorted(n for n in chosen if envs[n].kind == "simulated")
         # Judge-scored pass rates carry the helper judge's measured agreement beside them.
         judge = {"envs": judged, **judge_note(*await helper_fidelity(ctx))} if judged else None
-        return {
+        output = {
             **out,
             **stats,
             "tasks": len(tasks),
@@ -153,6 +155,7 @@ class EvaluatePhase(BasePhase):
             "public_yardstick": public.model_dump(mode="json"),
             "judge": judge,
         }
+        return EvaluateOutput.model_validate(output).stored()
 
     async def _record_envs(self, ctx: PhaseContext, envs: dict[str, Any]) -> None:
         async with ctx.store.transaction() as s:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from arena.env.registry import discover, env_dirs_in, env_name_of
 from arena.store import repo
+from diagnose.new_envs import NewEnvRequest
 from ops.phases.base import PhaseContext
 from ops.phases.runtime import grown_envs_dir, sandbox_pool
 
@@ -91,20 +92,20 @@ def recently_failed_categories(ctx: PhaseContext) -> set[str]:
     return BuildLedger.load(grown_envs_dir(ctx)).failed_categories(ctx.round)
 
 
-async def build_new_envs(ctx: PhaseContext, requests: list[dict[str, Any]]) -> list[BuildRecord]:
+async def build_new_envs(ctx: PhaseContext, requests: list[NewEnvRequest]) -> list[BuildRecord]:
     """Build each requested environment once per round (a restart reads the ledger instead)."""
     if not requests or ctx.config.synthesis.new_envs_per_round <= 0:
         return []
     root = grown_envs_dir(ctx)
     out: list[BuildRecord] = []
     for request in requests[: ctx.config.synthesis.new_envs_per_round]:
-        key = f"r{ctx.round}:{request['near']}"
+        key = f"r{ctx.round}:{request.near}"
         ledger = BuildLedger.load(root)
         if key in ledger.attempts:
             out.append(ledger.attempts[key])
             continue
         await ctx.safe_point()
-        record = BuildRecord.model_validate({**request, "round": ctx.round})
+        record = BuildRecord.model_validate({**request.model_dump(), "round": ctx.round})
         if ctx.sandbox_available is False:
             # A synthesized environment's tools only ever run in the sandbox.
             record.problem = "the sandbox boundary is unavailable"

@@ -30,8 +30,9 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CurriculumStateRow, repo
-from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.base import BasePhase, PhaseContext, read_output
 from ops.phases.cheap_gate import cheap_gate
+from ops.phases.outputs import EvaluateOutput, PlanOutput, TrainOutput
 from ops.phases.plan_steer import steer_training
 from ops.phases.runtime import describe_sandboxed, load_envs
 
@@ -51,16 +52,15 @@ def task_difficulty(data: dict[str, Any]) -> Any:
         return Difficulty()
 
 
-def training_outcomes(train_output: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> list[Any]:
+def training_outcomes(train: TrainOutput | None, tasks: dict[str, dict[str, Any]]) -> list[Any]:
     """The GRPO rollouts of a finished TRAIN phase as curriculum outcomes (one per episode)."""
     from curriculum.state import EpisodeOutcome
 
     out: list[EpisodeOutcome] = []
-    for o in (train_output.get("grpo") or {}).get("task_outcomes", []):
-        difficulty = task_difficulty(tasks.get(o["task"], {}))
-        passed, episodes = int(o.get("passed", 0)), int(o.get("episodes", 0))
+    for o in train.rollouts() if train is not None else []:
+        difficulty = task_difficulty(tasks.get(o.task, {}))
         out.extend(
-            EpisodeOutcome(env=o["env"], passed=i < passed, difficulty=difficulty) for i in range(episodes)
+            EpisodeOutcome(env=o.env, passed=i < o.passed, difficulty=difficulty) for i in range(o.episodes)
         )
     return out
 
@@ -83,10 +83,10 @@ class PlanPhase(BasePhase):
             report = await load_report(s, ctx.round)
             # Last round's training rollouts: its TRAIN ran after its PLAN, so they are new here.
             last_train = await repo.get_phase(s, ctx.round - 1, "train") if ctx.round > 1 else None
-            train_output: dict[str, Any] = {}
+            train_output: TrainOutput | None = None
             train_tasks: dict[str, dict[str, Any]] = {}
-            if last_train is not None and last_train.status == "done" and last_train.output:
-                train_output = last_train.output
+            if last_train is not None and last_train.status == "done":
+                train_output = read_output(TrainOutput, last_train.output, ctx.round - 1)
                 train_tasks = {t.id: t.data for t in await repo.tasks_for_round(s, ctx.round - 1)}
         state = CurriculumState(
             round=max((r.round for r in rows.values()), default=0),
@@ -101,9 +101,11 @@ class PlanPhase(BasePhase):
         from_training = training_outcomes(train_output, train_tasks)
         outcomes += from_training
         envs = load_envs(ctx)
-        evaluate = ctx.previous.get("evaluate", {})
-        arena = [n for n in evaluate.get("arena", []) if n in envs]
-        training = [n for n in evaluate.get("training") or sorted(envs) if n in envs and n not in arena]
+        # Without EVALUATE this round (a plan run on its own), every environment may train.
+        evaluate = ctx.output(EvaluateOutput)
+        arena = [n for n in evaluate.arena if n in envs] if evaluate is not None else []
+        drawn = evaluate.training if evaluate is not None else []
+        training = [n for n in drawn or sorted(envs) if n in envs and n not in arena]
         new_state, decisions = update_curriculum(state, outcomes, cconf, ctx.round, [*arena, *training])
         await describe_sandboxed(ctx, envs, training)  # their write tools decide their motifs
         training = [n for n in training if n in envs]
@@ -114,15 +116,17 @@ class PlanPhase(BasePhase):
             gate = await cheap_gate(ctx)
             trainable += simulated if gate.open else []
         steer = steer_training(ctx, report, envs, trainable, new_state)
-        return {
-            "state": new_state.model_dump(mode="json"),
-            "decisions": [d.model_dump(mode="json") for d in decisions],
-            "outcomes": len(outcomes),
-            "training_outcomes": len(from_training),
-            "untrainable": [n for n in training if n not in trainable],
-            "cheap_gate": gate.model_dump(mode="json") if gate is not None else None,
-            **steer,
-        }
+        return PlanOutput.model_validate(
+            {
+                "state": new_state.model_dump(mode="json"),
+                "decisions": [d.model_dump(mode="json") for d in decisions],
+                "outcomes": len(outcomes),
+                "training_outcomes": len(from_training),
+                "untrainable": [n for n in training if n not in trainable],
+                "cheap_gate": gate.model_dump(mode="json") if gate is not None else None,
+                **steer,
+            }
+        ).stored()
 
     async def persist(self, session: AsyncSession, ctx: PhaseContext, output: dict[str, Any]) -> None:
         """Each environment's curriculum row and every difficulty change (an event with its reason)."""

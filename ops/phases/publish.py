@@ -26,6 +26,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CheckpointRow, repo
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.outputs import EvaluateOutput, TrainOutput
 from ops.phases.public_scores import PublicYardstick
 from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import checkpoints_dir, http_publisher, prune_round_dirs
@@ -62,28 +63,30 @@ class PublishPhase(BasePhase):
     name = "publish"
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        train = ctx.previous.get("train", {})
-        checkpoint = train.get("checkpoint")
+        # Without TRAIN this round (a phase run on its own) nothing was trained: nothing to publish.
+        train = ctx.output(TrainOutput) or TrainOutput(checkpoint=None, steps=0)
+        evaluate = ctx.output(EvaluateOutput)
+        checkpoint = train.checkpoint
         out: dict[str, Any] = {
             "checkpoint": checkpoint,
-            "parent": train.get("parent"),
-            "pass_rates": ctx.previous.get("evaluate", {}).get("pass_rates", {}),
-            "train": {k: train.get(k) for k in ("steps", "reward_mean", "pass_rate")},
+            "parent": train.parent,
+            "pass_rates": evaluate.pass_rates if evaluate is not None else {},
+            "train": {"steps": train.steps, "reward_mean": train.reward_mean, "pass_rate": train.pass_rate},
         }
         if not checkpoint:
             return {**out, "policy": "unchanged"}
         await ctx.safe_point()
         ctx.progress(0, 1, "publishing weights")
-        target = await load_policy(ctx, Path(checkpoint), int(train.get("steps") or 0))
+        target = await load_policy(ctx, Path(checkpoint), train.steps)
         ctx.progress(1, 1)
-        decision, candidate = await self._gate(ctx, train)
+        decision, candidate = await self._gate(ctx)
         public_decision, public = await self._public_gate(ctx, decision)
         if not public_decision.publish:
             decision = decision.model_copy(update={"publish": False, "reason": public_decision.reason})
-        if not decision.publish and train.get("parent_dir"):
+        if not decision.publish and train.parent_dir:
             # Held back: the parent goes live again, and stays the policy the next round trains.
-            target = await load_policy(ctx, Path(train["parent_dir"]), 0)
-        protect = [Path(checkpoint)] + ([Path(train["parent_dir"])] if train.get("parent_dir") else [])
+            target = await load_policy(ctx, Path(train.parent_dir), 0)
+        protect = [Path(checkpoint)] + ([Path(train.parent_dir)] if train.parent_dir else [])
         pruned = await anyio.to_thread.run_sync(
             prune_round_dirs, checkpoints_dir(ctx), ctx.config.trainer.keep_rounds, protect
         )
@@ -112,9 +115,7 @@ class PublishPhase(BasePhase):
             return GateDecision(publish=True, reason="not measured: the yardstick held the policy back"), None
         return await gate_candidate(ctx, checkpoint_id(ctx.round))
 
-    async def _gate(
-        self, ctx: PhaseContext, train: dict[str, Any]
-    ) -> tuple[GateDecision, dict[str, Any] | None]:
+    async def _gate(self, ctx: PhaseContext) -> tuple[GateDecision, dict[str, Any] | None]:
         """The trained policy (already loaded) on the yardstick, against this round's parent runs."""
         from arena.store import repo_yardstick
         from ops.phases.runtime import load_envs, sandbox_pool

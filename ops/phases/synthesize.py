@@ -30,8 +30,16 @@ from typing import Any
 import anyio
 import structlog
 
+from arena.difficulty import Difficulty
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.new_envs import build_new_envs, new_env_guidelines, report_records
+from ops.phases.outputs import (
+    ComplexifyRequest,
+    DifficultyPoint,
+    PlanOutput,
+    SynthesizedTask,
+    SynthesizeOutput,
+)
 from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
 from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
 from ops.phases.tasks import stored_tasks
@@ -49,30 +57,29 @@ class SynthesizePhase(BasePhase):
     name = "synthesize"
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        from arena.synth.targeted import Guideline
-
-        plan = ctx.previous.get("plan", {})
-        grown = await self._complexify(ctx, plan.get("complexify", []))
-        built = await build_new_envs(ctx, plan.get("new_envs", []))
-        budget: dict[str, int] = plan.get("allocation", {}).get("tasks", {})
+        plan = ctx.output(PlanOutput)
+        if plan is None:  # PLAN has not run this round (a phase run on its own): nothing to make
+            return SynthesizeOutput(
+                tasks=[], skipped="no task budget from PLAN", complexified=[], new_envs=[]
+            ).stored()
+        grown = await self._complexify(ctx, plan.complexify)
+        built = await build_new_envs(ctx, plan.new_envs)
         envs = load_envs(ctx)
-        budget = {e: int(n) for e, n in sorted(budget.items()) if e in envs and int(n) > 0}
-        guidelines = {g["env"]: Guideline.model_validate(g) for g in plan.get("guidelines", [])}
+        budget = {e: n for e, n in sorted(plan.allocation.tasks.items()) if e in envs and n > 0}
+        guidelines = {g.env: g for g in plan.guidelines}
         fresh_envs = [r.name for r in built if r.ok and r.name in envs]
         await describe_sandboxed(ctx, envs, fresh_envs)  # their motifs need their write tools
         for name, guideline in new_env_guidelines(ctx, built, envs).items():
             guidelines[name] = guideline
             budget[name] = guideline.n_tasks
         if not budget:
-            return {
-                "tasks": [],
-                "skipped": "no task budget from PLAN",
-                "complexified": grown,
-                "new_envs": report_records(built),
-            }
-        spread: dict[str, list[dict[str, Any]]] = plan.get("spread", {})
+            return SynthesizeOutput(
+                tasks=[],
+                skipped="no task budget from PLAN",
+                complexified=grown,
+                new_envs=report_records(built),
+            ).stored()
         have = await stored_tasks(ctx, list(budget), ("graph", "targeted", "simulated"))
-        cheap: dict[str, dict[str, Any]] = plan.get("simulated", {})
         # Distractor tools come from environments the policy does not train on in this round.
         pool_names = [f"{n}/{t}" for n, e in sorted(envs.items()) if n not in budget for t in e.tool_names]
         requests: dict[str, list[SynthesisRequest]] = {}
@@ -81,14 +88,14 @@ class SynthesizePhase(BasePhase):
                 continue
             batch: list[SynthesisRequest] = []
             if envs[name].kind == "simulated":
-                point = cheap.get(name, {"n": budget[name], "difficulty": {}})
+                point = plan.simulated.get(name) or DifficultyPoint(n=budget[name], difficulty=Difficulty())
                 batch.append(
                     SynthesisRequest(
                         kind="simulated_training",
                         env=name,
-                        n=int(point["n"]),
+                        n=point.n,
                         seed=ctx.seed,
-                        difficulty=_difficulty(point["difficulty"]),
+                        difficulty=point.difficulty,
                     )
                 )
             graph = {
@@ -101,12 +108,9 @@ class SynthesizePhase(BasePhase):
                 batch.append(
                     graph_request(ctx, name, guideline.n_tasks, seed=ctx.seed, guideline=guideline, **graph)
                 )
-            for i, point in enumerate(spread.get(name, []), start=1):
-                difficulty = _difficulty(point["difficulty"])
+            for i, spot in enumerate(plan.spread.get(name, []), start=1):
                 seed = ctx.seed + _SEED_STRIDE * i
-                batch.append(
-                    graph_request(ctx, name, int(point["n"]), seed=seed, difficulty=difficulty, **graph)
-                )
+                batch.append(graph_request(ctx, name, spot.n, seed=seed, difficulty=spot.difficulty, **graph))
             requests[name] = batch
 
         needs_pool = ctx.cluster is None and any(envs[e].sandboxed for e in requests)
@@ -116,18 +120,18 @@ class SynthesizePhase(BasePhase):
         kept = sum(r["kept"] for r in reports)
         requested = sum(r["requested"] for r in reports)
         listed = describe_tasks(tasks, envs, guidelines)
-        return {
-            "tasks": listed,
-            "targeted": sum(t.origin == "targeted" for t in tasks),
-            "budget": budget,
-            "counts": count_tasks(listed),
-            "complexified": grown,
-            "new_envs": report_records(built),
-            "acceptance": kept / requested if requested else None,
-            "synthesis": reports,
-        }
+        return SynthesizeOutput(
+            tasks=listed,
+            targeted=sum(t.origin == "targeted" for t in tasks),
+            budget=budget,
+            counts=count_tasks(listed),
+            complexified=grown,
+            new_envs=report_records(built),
+            acceptance=kept / requested if requested else None,
+            synthesis=reports,
+        ).stored()
 
-    async def _complexify(self, ctx: PhaseContext, chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _complexify(self, ctx: PhaseContext, chosen: list[ComplexifyRequest]) -> list[dict[str, Any]]:
         """Grow each environment PLAN chose (once per round); returns what was added."""
         from arena.synth.complexify import ComplexifyError, complexify
 
@@ -139,7 +143,7 @@ class SynthesizePhase(BasePhase):
         envs = load_envs(ctx)
         out: list[dict[str, Any]] = []
         for item in chosen:
-            name = item["env"]
+            name = item.env
             if name not in envs or ledger.get(name) == ctx.round:
                 continue  # unknown now, or already grown this round before a restart
             env = envs[name]
@@ -147,9 +151,7 @@ class SynthesizePhase(BasePhase):
             await anyio.to_thread.run_sync(lambda p=staging: shutil.rmtree(p, ignore_errors=True))
             try:
                 async with sandbox_pool(ctx, needed=env.sandboxed) as pool:
-                    result = await complexify(
-                        env, staging, rows=int(item["rows"]), seed=ctx.seed, sandbox=pool
-                    )
+                    result = await complexify(env, staging, rows=item.rows, seed=ctx.seed, sandbox=pool)
             except ComplexifyError as exc:
                 log.info("synth.complexify_skipped", env=name, reason=str(exc)[:200])
                 out.append({"env": name, "added": {}, "reason": str(exc)[:200]})
@@ -166,7 +168,7 @@ class SynthesizePhase(BasePhase):
             out.append(
                 {
                     "env": name,
-                    "why": item.get("why", ""),
+                    "why": item.why,
                     "added": result.added,
                     "version_before": result.version_before,
                     "version_after": result.version_after,
@@ -176,15 +178,9 @@ class SynthesizePhase(BasePhase):
         return out
 
 
-def _difficulty(data: dict[str, Any]) -> Any:
-    from arena.difficulty import Difficulty
-
-    return Difficulty.model_validate(data)
-
-
 def describe_tasks(
     tasks: list[Any], envs: dict[str, Any], guidelines: dict[str, Any]
-) -> list[dict[str, Any]]:
+) -> list[SynthesizedTask]:
     """One line per task: id, env, origin, difficulty, the motif it was aimed at, the motifs it exercises."""
     from arena.synth.motifs import task_motifs
 
@@ -193,24 +189,24 @@ def describe_tasks(
         env = envs.get(t.env)
         guideline = guidelines.get(t.env) if t.origin == "targeted" else None
         out.append(
-            {
-                "id": t.full_id,
-                "env": t.env,
-                "origin": t.origin,
-                "difficulty": t.difficulty,
-                "motif": guideline.motif if guideline is not None else None,
-                "skill": guideline.skill if guideline is not None else None,
-                "exercises": task_motifs(t, env.write_tools) if env is not None else [],
-            }
+            SynthesizedTask(
+                id=t.full_id,
+                env=t.env,
+                origin=t.origin,
+                difficulty=t.difficulty,
+                motif=guideline.motif if guideline is not None else None,
+                skill=guideline.skill if guideline is not None else None,
+                exercises=task_motifs(t, env.write_tools) if env is not None else [],
+            )
         )
     return out
 
 
-def count_tasks(listed: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def count_tasks(listed: list[SynthesizedTask]) -> dict[str, dict[str, int]]:
     """Counts per environment, origin, targeted motif and exercised motif."""
     return {
-        "env": dict(Counter(t["env"] for t in listed)),
-        "origin": dict(Counter(t["origin"] for t in listed)),
-        "targeted_motif": dict(Counter(t["motif"] for t in listed if t["motif"])),
-        "exercises": dict(Counter(m for t in listed for m in t["exercises"])),
+        "env": dict(Counter(t.env for t in listed)),
+        "origin": dict(Counter(t.origin for t in listed)),
+        "targeted_motif": dict(Counter(t.motif for t in listed if t.motif)),
+        "exercises": dict(Counter(m for t in listed for m in t.exercises)),
     }

@@ -20,6 +20,7 @@ import structlog
 
 from arena.store import repo
 from ops.phases.base import BasePhase, PhaseContext
+from ops.phases.outputs import SynthesizeOutput, TrainOutput
 from ops.phases.runtime import (
     current_policy_dir,
     episode_helpers,
@@ -113,15 +114,14 @@ class TrainPhase(BasePhase):
         from trainer.memory import track_peak_rss
         from trainer.sft import needs_warmup, sft_warmup
 
-        wanted = ctx.previous.get("synthesize", {}).get("tasks", [])
+        synthesized = ctx.output(SynthesizeOutput)
+        wanted = synthesized.tasks if synthesized is not None else []
         if not wanted or ctx.config.round.train_steps <= 0:
-            return {
-                "skipped": "no training tasks" if wanted else "train_steps = 0",
-                "steps": 0,
-                "checkpoint": None,
-            }
+            return TrainOutput(
+                skipped="train_steps = 0" if wanted else "no training tasks", steps=0, checkpoint=None
+            ).stored()
         async with ctx.store.transaction() as s:
-            rows = [await repo.get_task(s, w["id"]) for w in wanted]
+            rows = [await repo.get_task(s, w.id) for w in wanted]
         tasks = [Task.model_validate(r.data) for r in rows if r is not None]
         envs = load_envs(ctx)
         tconf = grpo_trainer_config(ctx)
@@ -181,13 +181,15 @@ class TrainPhase(BasePhase):
             pass_rate=grpo.pass_rate,
             checkpoint=str(grpo.policy_dir),
         )
-        return {
-            **result,
-            "grpo": _summary(grpo),
-            "steps": grpo.total_steps,
-            "checkpoint": str(grpo.policy_dir),
-            "reward_mean": grpo.reward_mean,
-            "pass_rate": grpo.pass_rate,
-            # The process's resident peak over the warm-up and GRPO: what a machine must hold.
-            "peak_rss_mb": peak.mb,
-        }
+        return TrainOutput.model_validate(
+            {
+                **result,
+                "grpo": _summary(grpo),
+                "steps": grpo.total_steps,
+                "checkpoint": str(grpo.policy_dir),
+                "reward_mean": grpo.reward_mean,
+                "pass_rate": grpo.pass_rate,
+                # The process's resident peak over the warm-up and GRPO: what a machine must hold.
+                "peak_rss_mb": peak.mb,
+            }
+        ).stored()

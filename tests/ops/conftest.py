@@ -61,6 +61,34 @@ def make_config(tmp_path: Path) -> Callable[..., ArenaConfig]:
     return make
 
 
+@pytest.fixture
+def plan_output() -> Callable[..., Any]:
+    """`plan_output(tasks={env: n}, **fields)`: a `PlanOutput` with that allocation and nothing
+    else planned (no guidelines, spread, simulated points, complexification or new environments)
+    but the `fields` given, for running SYNTHESIZE on its own."""
+    from curriculum.sampling import Allocation
+    from ops.phases.outputs import PlanOutput
+
+    def make(tasks: dict[str, int] | None = None, **fields: Any) -> PlanOutput:
+        tasks = tasks or {}
+        allocation = Allocation(
+            tasks=tasks,
+            weights={e: 1.0 for e in tasks},
+            executable_budget=sum(tasks.values()),
+            simulated_budget=0,
+        )
+        empty: dict[str, Any] = {
+            "guidelines": [],
+            "spread": {},
+            "simulated": {},
+            "complexify": [],
+            "new_envs": [],
+        }
+        return PlanOutput(allocation=allocation, **{**empty, **fields})
+
+    return make
+
+
 @asynccontextmanager
 async def running(daemon: Any) -> AsyncIterator[httpx.AsyncClient]:
     """Run `daemon` in a task group; yield an HTTP client on its admin API; wait for it to exit."""

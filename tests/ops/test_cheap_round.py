@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from arena.store import Store
+from ops.phases.outputs import EvaluateOutput, PlanOutput, SynthesizeOutput
 from ops.phases.plan import PlanPhase
+from ops.phases.synthesize import describe_tasks
 from ops.phases.tasks import save_tasks
 from ops.phases.train import TrainPhase
 
@@ -55,14 +57,18 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
     helper = LocalChatModel.load(embedded_model_path, device="cpu")
     async with Store(config.database_url) as store:
         await store.migrate()
-        previous: dict[str, Any] = {"evaluate": {"arena": [], "training": ["library", "weather"]}}
-        plan = await PlanPhase().run(phase_context(config, store, 1, previous, phase="plan"))
+        evaluated = EvaluateOutput(arena=[], training=["library", "weather"], pass_rates={})
+        plan = await PlanPhase().run(phase_context(config, store, 1, [evaluated], phase="plan"))
         assert plan["cheap_gate"]["open"] and plan["allocation"]["tasks"]["weather"] == 2
         assert plan["simulated"]["weather"]["n"] == 2
         ctx = phase_context(config, store, 1, phase="train", helper=helper)
         await save_tasks(ctx, tasks)
-        previous |= {"plan": plan, "synthesize": {"tasks": [{"id": t.full_id} for t in tasks]}}
-        out = await TrainPhase().run(phase_context(config, store, 1, previous, phase="train", helper=helper))
+        earlier = [
+            evaluated,
+            PlanOutput.model_validate(plan),
+            SynthesizeOutput(tasks=describe_tasks(tasks, {}, {})),
+        ]
+        out = await TrainPhase().run(phase_context(config, store, 1, earlier, phase="train", helper=helper))
 
     assert out["steps"] == 1
     [(rollout, batch)] = recorded_rollouts

@@ -90,19 +90,18 @@ def weather_difficulty() -> Any:
 
 
 async def test_synthesize_writes_gated_simulated_tasks_within_plans_budget(
-    make_config, phase_context, weather
+    make_config, phase_context, plan_output, weather
 ) -> None:
+    from ops.phases.outputs import DifficultyPoint
+
     config = make_config()
-    plan = {
-        "allocation": {"tasks": {"weather": 2}},
-        "simulated": {"weather": {"n": 2, "difficulty": weather_difficulty().as_dict()}},
-    }
+    plan = plan_output(
+        {"weather": 2}, simulated={"weather": DifficultyPoint(n=2, difficulty=weather_difficulty())}
+    )
     metrics = Metrics()
 
     async def synthesize(config: Any, store: Any, helper: ScriptedFakeHelper) -> dict[str, Any]:
-        ctx = phase_context(
-            config, store, 1, {"plan": plan}, phase="synthesize", helper=helper, metrics=metrics
-        )
+        ctx = phase_context(config, store, 1, [plan], phase="synthesize", helper=helper, metrics=metrics)
         return await SynthesizePhase().run(ctx)
 
     async with Store(config.database_url) as store:
@@ -135,16 +134,17 @@ async def plan_with_gate(
     """PLAN over one executable and one simulated training environment; the stored fidelity row."""
     from arena.store import repo
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
+    from ops.phases.outputs import EvaluateOutput
     from ops.phases.plan import PlanPhase
 
-    previous = {"evaluate": {"arena": [], "training": ["banking", "weather"]}}
+    evaluated = EvaluateOutput(arena=[], training=["banking", "weather"], pass_rates={})
     async with Store(config.database_url) as store:
         await store.migrate()
         if fidelity is not None:
             async with store.transaction() as s:
                 row = HelperFidelityRow(helper_id=config.models.helper.identity(), episodes=40, **fidelity)
                 await save_fidelity(s, row)
-        ctx = phase_context(config, store, 1, previous, phase="plan")
+        ctx = phase_context(config, store, 1, [evaluated], phase="plan")
         out = await PlanPhase().run(ctx)
         async with store.transaction() as s:
             await PlanPhase().persist(s, ctx, out)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import anyio
 import pytest
 from structlog.testing import capture_logs
 
 from arena.store import PHASES, Store, check_integrity, repo
 from ops.daemon import Daemon
+from ops.phases.base import PhaseOutput
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +52,70 @@ async def test_restart_resumes_at_first_unfinished_phase(make_config, fakes, run
         assert len(await repo.episodes_for_round(s, 1)) == 8
         report = await check_integrity(s)
     assert report.ok, report.problems
+
+
+class Evaluated(PhaseOutput):
+    """What the reader below takes from the fake EVALUATE's stored output."""
+
+    phase: ClassVar[str] = "evaluate"
+
+    episodes: int
+
+
+async def _round_with_evaluate_done(config, output: dict) -> None:
+    """Round 1 in the store with EVALUATE done (its `output` stored), as a restarted daemon finds it."""
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        async with store.transaction() as s:
+            await repo.ensure_round(s, 1)
+            await repo.start_phase(s, 1, "evaluate")
+            await repo.finish_phase(s, 1, "evaluate", output)
+
+
+def _reading_phases(fakes, seen: list) -> list:
+    """The fake phases, DIAGNOSE reading EVALUATE's output through its model first."""
+
+    class Reader(fakes.StepPhase):
+        async def run(self, ctx):
+            seen.append(ctx.output(Evaluated))
+            return await super().run(ctx)
+
+    phases = fakes.fake_phases(steps=1)
+    phases[1] = Reader("diagnose", steps=1, calls=phases[0].calls)
+    return phases
+
+
+async def test_a_resumed_round_hands_the_stored_outputs_to_later_phases_typed(
+    make_config, fakes, run_daemon
+) -> None:
+    config = make_config()
+    await _round_with_evaluate_done(config, {"episodes": 8, "succeeded": 8})
+    seen: list = []
+    phases = _reading_phases(fakes, seen)
+    async with run_daemon(Daemon(config, phases=phases, max_rounds=1, handle_signals=False)):
+        pass
+    assert phases[0].calls == ["diagnose", "plan", "synthesize", "train", "publish"]  # EVALUATE stays done
+    assert seen == [Evaluated(episodes=8, succeeded=8)]
+
+
+async def test_a_malformed_stored_output_fails_the_reading_phase_and_says_why(
+    make_config, fakes, run_daemon, until
+) -> None:
+    config = make_config(ARENA_DAEMON__MAX_PHASE_FAILURES="1")
+    await _round_with_evaluate_done(config, {"episodes": "many"})
+    seen: list = []
+    daemon = Daemon(config, phases=_reading_phases(fakes, seen), handle_signals=False)
+    async with run_daemon(daemon) as client:
+        await until(lambda: daemon.paused)
+        await client.post("/stop")
+    assert seen == []  # no default stood in for the bad output
+    async with Store(config.database_url) as store, store.transaction() as s:
+        rows = await repo.get_phases(s, 1)
+    assert rows["diagnose"].status == "failed" and rows["evaluate"].output == {"episodes": "many"}
+    assert rows["diagnose"].error is not None and rows["diagnose"].error.startswith(
+        "PhaseOutputError: round 1: the stored output of phase 'evaluate' does not match Evaluated: "
+        "episodes: Input should be a valid integer"
+    )
 
 
 async def test_pause_stops_new_work_and_survives_restart(make_config, fakes, run_daemon, until) -> None:

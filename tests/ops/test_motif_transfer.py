@@ -23,6 +23,7 @@ from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
 from ops.phases.diagnose import DiagnosePhase
 from ops.phases.evaluate import difficulties
+from ops.phases.outputs import EvaluateOutput, SynthesizedTask, SynthesizeOutput
 from ops.phases.plan import PlanPhase
 from ops.phases.runtime import load_envs
 from ops.phases.synthesize import SynthesizePhase
@@ -48,7 +49,9 @@ class ScriptedMotifBlindPolicy:
         return transcript, Verdict(reward=float(passed), passed=passed, checks=[check])
 
 
-def context(config: Any, store: Store, round_no: int, previous: dict[str, Any]) -> PhaseContext:
+def context(config: Any, store: Store, round_no: int, outputs: dict[str, Any]) -> PhaseContext:
+    """The context the daemon would build, with the round's earlier `outputs` as stored."""
+
     async def safe_point() -> None:
         return None
 
@@ -59,9 +62,9 @@ def context(config: Any, store: Store, round_no: int, previous: dict[str, Any]) 
         store=store,
         metrics=Metrics(),
         models=None,  # type: ignore[arg-type]  # the statistical diagnosis needs no model
-        previous=previous,
         _safe_point=safe_point,
         _progress=lambda done, total, note: None,
+        _outputs=outputs,
     )
 
 
@@ -92,21 +95,23 @@ async def evaluate(ctx: PhaseContext, policy: ScriptedMotifBlindPolicy, per_env:
                         verdict=verdict.model_dump(mode="json"),
                     ),
                 )
-    return {"arena": ARENA, "training": TRAINING, "evaluated": ARENA}
+    async with ctx.store.transaction() as s:
+        rates = await repo.pass_rates(s, ctx.round, purpose="eval")
+    return EvaluateOutput(arena=ARENA, training=TRAINING, pass_rates=rates, evaluated=ARENA).stored()
 
 
 async def run_round(
     config: Any, store: Store, round_no: int, policy: ScriptedMotifBlindPolicy
 ) -> dict[str, Any]:
-    previous: dict[str, Any] = {}
-    previous["evaluate"] = await evaluate(context(config, store, round_no, previous), policy, per_env=16)
+    outputs: dict[str, Any] = {}
+    outputs["evaluate"] = await evaluate(context(config, store, round_no, outputs), policy, per_env=16)
     for phase in (DiagnosePhase(), PlanPhase(), SynthesizePhase()):
-        ctx = context(config, store, round_no, dict(previous))
+        ctx = context(config, store, round_no, dict(outputs))
         output = await phase.run(ctx)
         async with store.transaction() as s:
             await phase.persist(s, ctx, output)
-        previous[phase.name] = output
-    return previous
+        outputs[phase.name] = output
+    return outputs
 
 
 async def control_share(config: Any, counts: dict[str, int]) -> float:
@@ -120,8 +125,8 @@ async def control_share(config: Any, counts: dict[str, int]) -> float:
     return share(describe_tasks(tasks, envs, {}), MOTIF)
 
 
-def share(tasks: list[dict[str, Any]], motif: str) -> float:
-    return sum(motif in t["exercises"] for t in tasks) / max(1, len(tasks))
+def share(tasks: list[SynthesizedTask], motif: str) -> float:
+    return sum(motif in t.exercises for t in tasks) / max(1, len(tasks))
 
 
 async def test_a_motif_failed_in_the_arena_fills_round_two_training_tasks(make_config) -> None:
@@ -153,11 +158,13 @@ async def test_a_motif_failed_in_the_arena_fills_round_two_training_tasks(make_c
     # against the share plain tasks of the same environments have without the diagnosis.
     plain_share = await control_share(config, first["synthesize"]["counts"]["env"])
     assert plain_share <= 0.3
-    tasks = second["synthesize"]["tasks"]
-    assert tasks and not {t["env"] for t in tasks} & set(ARENA)
-    targeted = [t for t in tasks if t["origin"] == "targeted"]
-    assert targeted and all(t["motif"] == MOTIF for t in targeted)
+    tasks = SynthesizeOutput.model_validate(second["synthesize"]).tasks
+    assert tasks and not {t.env for t in tasks} & set(ARENA)
+    targeted = [t for t in tasks if t.origin == "targeted"]
+    assert targeted and all(t.motif == MOTIF for t in targeted)
     assert second["synthesize"]["counts"]["targeted_motif"] == {MOTIF: len(targeted)}
     assert share(tasks, MOTIF) >= 0.5, (share(tasks, MOTIF), second["synthesize"]["counts"])
-    assert share(first["synthesize"]["tasks"], MOTIF) >= 0.5  # round 1 already follows its diagnosis
+    assert (
+        share(SynthesizeOutput.model_validate(first["synthesize"]).tasks, MOTIF) >= 0.5
+    )  # round 1 already follows its diagnosis
     assert share(tasks, MOTIF) >= plain_share + 0.3

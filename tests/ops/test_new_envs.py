@@ -100,22 +100,17 @@ def test_no_request_when_a_training_env_fits_or_the_budget_is_zero(envs) -> None
 
 
 async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_arena(
-    make_config, phase_context, envs
+    make_config, phase_context, plan_output, envs
 ) -> None:
     config = make_config(ARENA_SYNTHESIS__TASKS_PER_WEAK_ENV="3")
     [request] = new_env_requests(
         weak_report(), envs, TRAINING, TransferPlan(unmatched=["id_chaining"]), 0.5, 1
     )
-    plan = {
-        "allocation": {"tasks": {}},
-        "guidelines": [],
-        "spread": {},
-        "new_envs": [request.model_dump(mode="json")],
-    }
+    plan = plan_output(new_envs=[request])
     writer = ScriptedFakeEnvWriter()
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = phase_context(config, store, 1, {"plan": plan}, helper=writer)
+        ctx = phase_context(config, store, 1, [plan], helper=writer)
         out = await SynthesizePhase().run(ctx)
         [built] = out["new_envs"]
         assert built["ok"] and built["name"] == "tool_library", built
@@ -143,7 +138,7 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
 
         # A restarted phase builds nothing again and reuses the stored tasks.
         calls = writer.calls
-        again = await SynthesizePhase().run(phase_context(config, store, 1, {"plan": plan}, helper=writer))
+        again = await SynthesizePhase().run(phase_context(config, store, 1, [plan], helper=writer))
         assert writer.calls == calls
         assert sorted(t["id"] for t in again["tasks"]) == sorted(t["id"] for t in out["tasks"])
 
@@ -156,7 +151,7 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
 
         # The same request next round: the name is taken, so nothing is written over, the failure
         # is recorded and the category rests for a while.
-        later = await SynthesizePhase().run(phase_context(config, store, 2, {"plan": plan}, helper=writer))
+        later = await SynthesizePhase().run(phase_context(config, store, 2, [plan], helper=writer))
         [again_built] = later["new_envs"]
         assert not again_built["ok"] and "taken" in again_built["problem"]
         assert recently_failed_categories(phase_context(config, store, 3)) == {"Lifestyle"}
@@ -165,28 +160,28 @@ async def test_synthesize_builds_the_env_once_trains_it_and_keeps_it_out_of_the_
         assert BuildLedger.load(grown_envs_dir(ctx)).built() == {"tool_library"}
 
 
-async def test_new_envs_per_round_zero_builds_nothing(make_config, phase_context, envs) -> None:
+async def test_new_envs_per_round_zero_builds_nothing(make_config, phase_context, plan_output, envs) -> None:
     config = make_config(ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND="0")
     [request] = new_env_requests(weak_report(), envs, TRAINING, TransferPlan(), 0.5, 1)
-    plan = {"allocation": {"tasks": {}}, "new_envs": [request.model_dump(mode="json")]}
+    plan = plan_output(new_envs=[request])
     writer = ScriptedFakeEnvWriter()
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = phase_context(config, store, 1, {"plan": plan}, helper=writer)
+        ctx = phase_context(config, store, 1, [plan], helper=writer)
         out = await SynthesizePhase().run(ctx)
     assert out["new_envs"] == [] and writer.calls == 0 and built_env_names(ctx) == set()
 
 
 async def test_new_env_max_tries_bounds_a_failing_step_and_the_category_rests(
-    make_config, phase_context, envs
+    make_config, phase_context, plan_output, envs
 ) -> None:
     config = make_config(ARENA_SYNTHESIS__NEW_ENV_MAX_TRIES="2")
     [request] = new_env_requests(weak_report(), envs, TRAINING, TransferPlan(), 0.5, 1)
-    plan = {"allocation": {"tasks": {}}, "new_envs": [request.model_dump(mode="json")]}
+    plan = plan_output(new_envs=[request])
     writer = ScriptedFakeEnvWriter(broken="schema")
     async with Store(config.database_url) as store:
         await store.migrate()
-        ctx = phase_context(config, store, 4, {"plan": plan}, helper=writer)
+        ctx = phase_context(config, store, 4, [plan], helper=writer)
         out = await SynthesizePhase().run(ctx)
         async with store.transaction() as s:
             events = await repo.list_events(s, 20)

@@ -9,6 +9,8 @@ import pytest
 
 from arena.synth.cost import SynthesisReport
 from ops.metrics import Metrics
+from ops.phases.base import read_output
+from ops.phases.outputs import TrainOutput
 from ops.phases.plan import task_difficulty, training_outcomes
 from ops.phases.publish import PublishPhase
 from ops.phases.runtime import http_publisher, prune_round_dirs, record_synthesis, trainer_config
@@ -106,21 +108,26 @@ def test_task_difficulty_reads_only_curriculum_knobs() -> None:
 
 
 def test_last_rounds_training_rollouts_become_curriculum_outcomes() -> None:
-    train_output = {
+    stored = {
+        "checkpoint": "/data/checkpoints/round-0001/grpo",
+        "steps": 2,
         "grpo": {
+            "total_steps": 2,
             "task_outcomes": [
                 {"task": "hotels/g-1", "env": "hotels", "episodes": 4, "passed": 1, "reward_sum": 1.5},
                 {"task": "banking/g-2", "env": "banking", "episodes": 2, "passed": 2, "reward_sum": 2.0},
-            ]
-        }
+            ],
+        },
     }
     tasks = {"hotels/g-1": {"difficulty": {"walk_length": 3}}}
-    outcomes = training_outcomes(train_output, tasks)
+    outcomes = training_outcomes(read_output(TrainOutput, stored, 1), tasks)
     assert [(o.env, o.passed) for o in outcomes] == [("hotels", True)] + [("hotels", False)] * 3 + [
         ("banking", True)
     ] * 2
     assert outcomes[0].difficulty.walk_length == 3
-    assert training_outcomes({"skipped": "no training tasks", "steps": 0}, {}) == []
+    skipped = {"skipped": "no training tasks", "steps": 0, "checkpoint": None}
+    assert training_outcomes(read_output(TrainOutput, skipped, 1), {}) == []
+    assert training_outcomes(None, {}) == []  # no TRAIN in the round before
 
 
 def test_pick_is_seeded_and_puts_the_preferred_group_first() -> None:
@@ -173,13 +180,13 @@ async def test_publishing_a_round_deletes_the_round_folders_past_keep_rounds(
     ctx = phase_context(config, round_no=3, phase="synthesize")
     ctx.models = SimpleNamespace(policy=load_policy, policy_weights=None)  # type: ignore[assignment]
     live = root / "round-0003" / "grpo" / "checkpoints" / "step-000002"
-    ctx.previous = {"train": {"checkpoint": str(live), "parent_dir": str(root / "round-0001"), "steps": 2}}
-    out = await PublishPhase().run(ctx)
+    trained = TrainOutput(checkpoint=str(live), parent_dir=str(root / "round-0001"), steps=2)
+    out = await PublishPhase().run(ctx.with_outputs(trained))
     assert out["policy"] == "updated" and loaded == [live]
     # Keep 2 would keep rounds 2 and 3; round 1 holds the parent, so nothing goes yet.
     assert out["pruned"] == [] and len(list(root.iterdir())) == 3
-    ctx.previous["train"]["parent_dir"] = str(root / "round-0002" / "grpo" / "checkpoints" / "step-000002")
-    out = await PublishPhase().run(ctx)
+    trained.parent_dir = str(root / "round-0002" / "grpo" / "checkpoints" / "step-000002")
+    out = await PublishPhase().run(ctx.with_outputs(trained))
     assert out["pruned"] == ["round-0001"] and sorted(p.name for p in root.iterdir()) == [
         "round-0002",
         "round-0003",

@@ -84,12 +84,13 @@ def test_complexify_db_and_rows_choose_one_env_per_round(phase_context, make_con
 
 @pytest.mark.anyio
 async def test_synthesize_grows_the_chosen_database_once_per_round(phase_context, make_config, envs) -> None:
+    from ops.phases.outputs import ComplexifyRequest
     from ops.phases.runtime import load_envs
     from ops.phases.synthesize import SynthesizePhase
 
     ctx = phase_context(make_config(), round_no=2)
     before = envs["library"].version
-    chosen = [{"env": "library", "why": "weak motif non_key_lookup", "rows": 3}]
+    chosen = [ComplexifyRequest(env="library", why="weak motif non_key_lookup", rows=3)]
     grown = await SynthesizePhase()._complexify(ctx, chosen)
     assert grown[0]["env"] == "library" and sum(grown[0]["added"].values()) > 0
     after = load_envs(ctx)["library"]

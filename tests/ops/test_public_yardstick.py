@@ -14,6 +14,7 @@ import pytest
 from arena.public.bfcl.model import load_benchmark
 from arena.store import Store, public_runs, repo
 from ops.phases.base import PhaseContext
+from ops.phases.outputs import TrainOutput
 
 from .public_fakes import ScriptedBfclPolicy
 
@@ -172,9 +173,9 @@ async def test_the_publish_gate_can_hold_back_a_policy_worse_on_the_public_yards
         live = await public_yardstick.measure(ctx, stage="live", policy="base")
         assert live.overall is not None and live.overall.passed == 4
         ctx.phase = "publish"
-        ctx.previous = {
-            "train": {"checkpoint": str(bad), "parent": None, "parent_dir": str(parent_dir), "steps": 1}
-        }
+        ctx = ctx.with_outputs(
+            TrainOutput(checkpoint=str(bad), parent=None, parent_dir=str(parent_dir), steps=1)
+        )
         out = await PublishPhase().run(ctx)
         async with store.transaction() as s:
             await PublishPhase().persist(s, ctx, out)

@@ -14,6 +14,7 @@ import pytest
 from arena.store import Store, repo, repo_yardstick
 from ops.metrics import Metrics
 from ops.phases.base import PhaseContext
+from ops.phases.outputs import TrainOutput
 from ops.phases.yardstick_scores import gate, paired_change, score, summarize
 
 HERE = Path(__file__).parent
@@ -92,7 +93,6 @@ def context(config: Any, store: Store, policy: Any, round_no: int = 1) -> PhaseC
         store=store,
         metrics=Metrics(),
         models=SimpleNamespace(policy=load_policy, helper=load_policy, policy_weights=None),  # type: ignore[arg-type]
-        previous={},
         _safe_point=safe_point,
         _progress=lambda done, total, note: None,
     )
@@ -199,9 +199,9 @@ async def test_publish_holds_back_a_policy_worse_than_its_parent_and_records_the
         policy.by_instruction = {t.instruction: t for t in tasks}
         await yardstick.measure(ctx, envs, tasks, levels, stage="live", policy="base", pool=None)
         ctx.phase = "publish"
-        ctx.previous = {
-            "train": {"checkpoint": str(bad), "parent": None, "parent_dir": str(parent_dir), "steps": 1}
-        }
+        ctx = ctx.with_outputs(
+            TrainOutput(checkpoint=str(bad), parent=None, parent_dir=str(parent_dir), steps=1)
+        )
         out = await PublishPhase().run(ctx)
         async with store.transaction() as s:
             await PublishPhase().persist(s, ctx, out)

@@ -166,7 +166,6 @@ def _context() -> PhaseContext:
         store=None,  # type: ignore[arg-type]
         metrics=Metrics(),
         models=None,  # type: ignore[arg-type]
-        previous={},
         _safe_point=safe_point,
         _progress=lambda done, total, note: None,
     )
