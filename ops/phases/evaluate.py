@@ -22,8 +22,11 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+# The submodules themselves, not through the package: `ops.phases` lists the phases, so a phase
+# importing it would import itself back. Module access keeps `yardstick.measure` patchable.
+import ops.phases.public_yardstick as public_yardstick
+import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
-from ops.phases import public_yardstick, yardstick
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
