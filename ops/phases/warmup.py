@@ -28,7 +28,8 @@ import structlog
 import ops.phases.yardstick as yardstick
 from ops.phases.base import PhaseContext
 from ops.phases.publish import checkpoint_id, load_policy
-from ops.phases.synth_requests import accept_outcome, graph_request, run_request
+from ops.phases.synth_dispatch import accept_outcome
+from ops.phases.synth_requests import graph_request, run_request
 
 log = structlog.get_logger(__name__)
 
