@@ -35,7 +35,7 @@ from ops.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from ops.config_sections import AdminConfig
-    from ops.daemon import Daemon
+    from ops.daemon_view import Controlled
 
 # Prometheus scrapes every 15 s: a second-old exposition costs no freshness, and a burst of
 # scrapes renders it once instead of once per request.
@@ -108,7 +108,7 @@ class ScrapePath:
         await self.app(scope, receive, send)
 
 
-def build_app(daemon: Daemon, token: str | None, on_daemon: OnDaemon) -> ScrapePath:
+def build_app(daemon: Controlled, token: str | None, on_daemon: OnDaemon) -> ScrapePath:
     """The admin application for `daemon`; `on_daemon` carries the POSTs to the daemon's loop."""
     exposition = SharedExposition(daemon.metrics.exposition)
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ops.config_sections import AdminConfig
-    from ops.daemon import Daemon
+    from ops.daemon_view import Controlled
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +58,7 @@ class _Server(uvicorn.Server):
 class AdminServer:
     """uvicorn on a socket the daemon binds itself (so a busy port is a clear error), on a thread."""
 
-    def __init__(self, daemon: Daemon, admin: AdminConfig) -> None:
+    def __init__(self, daemon: Controlled, admin: AdminConfig) -> None:
         token = admin.token.get_secret_value() if admin.token is not None else None
         self.admin = admin
         self.app = build_app(daemon, token, self.on_daemon)

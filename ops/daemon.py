@@ -46,7 +46,7 @@ VERSION = "0.1.0"
 
 
 class Daemon:
-    """One Arena daemon process."""
+    """One Arena daemon process (the admin API and /status see it through `ops.daemon_view`)."""
 
     def __init__(
         self,

@@ -299,9 +299,11 @@ class Metrics:
 
     def _init_series(self) -> None:
         # Series that exist from the start, so dashboards and alerts see 0 rather than nothing.
-        from ops.phases.base import PHASE_ORDER
+        # The phase names come from the store (as `ops.phases.base.PHASE_ORDER` does): the phases
+        # import the metrics, so the metrics never import a phase module.
+        from arena.store import PHASES
 
-        for phase in PHASE_ORDER:
+        for phase in PHASES:
             self.current_phase.labels(phase=phase).set(0)
             self.phase_failures.labels(phase=phase)
         for role in ("policy", "helper"):
@@ -355,9 +357,9 @@ class Metrics:
 
     def enter_phase(self, phase: str | None) -> None:
         """Flag `phase` as current (None: between phases)."""
-        from ops.phases.base import PHASE_ORDER
+        from arena.store import PHASES
 
-        for name in PHASE_ORDER:
+        for name in PHASES:
             self.current_phase.labels(phase=name).set(1 if name == phase else 0)
         self.phase_progress.set(0)
         if phase is not None:

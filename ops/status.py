@@ -20,7 +20,7 @@ import structlog
 from arena.store import repo
 
 if TYPE_CHECKING:
-    from ops.daemon import Daemon
+    from ops.daemon_view import RunState
 
 log = structlog.get_logger(__name__)
 
@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 REFRESH_INTERVAL_S = 5.0
 
 
-def starting_document(daemon: Daemon, version: str) -> dict[str, Any]:
+def starting_document(daemon: RunState, version: str) -> dict[str, Any]:
     """Start-up (sandbox probe, migrations): the store may have no tables yet; say what is known."""
     return {
         "version": version,
@@ -44,7 +44,7 @@ def starting_document(daemon: Daemon, version: str) -> dict[str, Any]:
     }
 
 
-async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
+async def status_document(daemon: RunState, version: str) -> dict[str, Any]:
     """Round, phase, pause state, progress, the last round's figures and the curriculum summary,
     all read now (the admin API serves `StatusSnapshot.document` instead).
 
@@ -57,7 +57,7 @@ async def status_document(daemon: Daemon, version: str) -> dict[str, Any]:
     return await full_document(daemon, version)
 
 
-async def full_document(daemon: Daemon, version: str) -> dict[str, Any]:
+async def full_document(daemon: RunState, version: str) -> dict[str, Any]:
     """The whole document read from the store now, whether or not the daemon is ready yet."""
     from ops.report import tool_view
     from ops.yardstick_history import read_latest
@@ -161,7 +161,7 @@ def model_replicas(config: Any) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def live_fields(daemon: Daemon) -> dict[str, Any]:
+def live_fields(daemon: RunState) -> dict[str, Any]:
     """The run state, read from the daemon's plain attributes.
 
     Only the daemon's loop assigns them, each as a whole value, so another thread reading them
@@ -202,7 +202,7 @@ class StatusSnapshot:
         if self._wake is not None:
             self._wake.set()
 
-    def document(self, daemon: Daemon) -> dict[str, Any]:
+    def document(self, daemon: RunState) -> dict[str, Any]:
         """The /status document: the snapshot, the run state read now, and how old the snapshot is."""
         latest = self._latest
         if latest is None:  # start-up: a pause may already have come (and says why)
@@ -215,7 +215,7 @@ class StatusSnapshot:
             "age_s": round(max(0.0, time.time() - at), 3),
         }
 
-    async def refresh(self, daemon: Daemon) -> bool:
+    async def refresh(self, daemon: RunState) -> bool:
         """Read the store's figures now and publish them (daemon's loop). A failure keeps the
         previous snapshot (its `as_of` shows its age) and returns False."""
         try:
@@ -225,7 +225,7 @@ class StatusSnapshot:
             return False
         return True
 
-    async def keep_fresh(self, daemon: Daemon) -> None:
+    async def keep_fresh(self, daemon: RunState) -> None:
         """Refresh every `REFRESH_INTERVAL_S` and when poked, once the daemon is ready."""
         self._wake = anyio.Event()
         while True:

@@ -93,18 +93,7 @@ def import_cycles(root: Path, package: str) -> list[list[str]]:
     return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
 
 
-@pytest.mark.parametrize(
-    "package",
-    [
-        *ORDER[:-1],
-        pytest.param(
-            "ops",
-            marks=pytest.mark.xfail(
-                strict=True, reason="ops has import cycles today; remove this mark once gone"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("package", ORDER)
 def test_no_import_cycle_inside_a_package(package: str) -> None:
     cycles = import_cycles(ROOT, package)
     assert not cycles, "\n".join(" <-> ".join(cycle) for cycle in cycles)

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from ops.cluster.worker import EpisodeJob, EpisodeWorker, WorkerReply
+from ops.cluster.worker import EpisodeWorker, WorkerReply
 from ops.phases.episodes import BatchRunner, EpisodeResult, WorkItem
+from ops.phases.jobs import EpisodeJob
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig

@@ -24,7 +24,7 @@ async def run_rollout(
 ) -> tuple[Any, Any]:
     """One episode of `task` on this worker, sampled from the policy server as the trainer asks."""
     from arena.tasks.model import Task
-    from ops.cluster.worker import follow_daemon
+    from ops.cluster.serving import follow_daemon
     from ops.phases.runtime import episode_helpers
     from simulate.replicas import find_shared_pool
     from trainer.rollout import run_and_verify
@@ -64,7 +64,7 @@ def cluster_rollouts(
     ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, tokenizer_dir: str
 ) -> Any:
     """The `RemoteEpisodes` that sends TRAIN's episodes to `ctx.cluster`'s workers."""
-    from ops.cluster.worker import EpisodeJob
+    from ops.phases.jobs import EpisodeJob
     from simulate.replicas import serving_urls
 
     job = EpisodeJob(

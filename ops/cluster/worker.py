@@ -11,6 +11,9 @@ Workers also run task synthesis and its gates (`synthesize`, `ops.phases.synth_r
 Model-call records and the counters in `FORWARDED_COUNTERS` (sandbox kills, gate verdicts) made
 here go back with each result, and the daemon feeds them into its own metrics: Prometheus keeps
 one scrape target, the daemon.
+
+Direction: the worker imports the work it runs (`ops.phases.eval_runner`, `synth_requests`, the
+`EpisodeJob` of `ops.phases.jobs`), and none of those imports `ops.cluster` back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import asyncio
 import os
 import pickle
 import time
-import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -29,35 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from ops.cluster.serving import follow_daemon
 from ops.phases.episodes import Runner, WorkItem
+from ops.phases.jobs import EpisodeJob
 
 log = structlog.get_logger(__name__)
-
-
-class EpisodeJob(BaseModel):
-    """What every episode of one phase's batch shares (sent to the cluster once per batch)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    # One per batch the daemon sends: the worker prepares each task once per job, not per episode.
-    job_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    round: int
-    phase: str
-    tconf: Any  # trainer.config.TrainerConfig: the prompts, tool view, caps and sampling of the episodes
-    policy_weights: str | None = None  # the published checkpoint a local policy backend runs
-    needs_sandbox: bool = False
-    sandbox_available: bool | None = None
-    # The policy replicas serving the live weights as the daemon sees them (None: not an http
-    # policy). Only the daemon publishes and restores replicas; a worker samples from these alone.
-    policy_replicas: list[str] | None = None
-    # A policy object to run instead of `models.policy` (`arena bench scale`'s scripted fake).
-    policy: Any = None
-    # TRAIN's rollouts: the policy's tokenizer folder (token-exact prompts for the policy server).
-    tokenizer_dir: str | None = None
-    # `run`: the stored task JSON of every task the job's batches may name, by task id.
-    tasks: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class WorkerReply(BaseModel):
@@ -361,26 +341,6 @@ class EpisodeWorker:
         ]
         self._counted |= now
         return increases
-
-
-def follow_daemon(pool: Any, serving: list[str]) -> None:
-    """Make `pool`'s serving replicas exactly `serving`, and let none return by itself."""
-    from simulate.replicas import server_root
-
-    if pool is None:
-        return
-    if pool.restore is None:
-        pool.set_restore(_restore_is_the_daemons)
-    live = {server_root(u) for u in serving}
-    for replica in pool.replicas:
-        if replica.url in live:
-            pool.readmit(replica)
-        else:
-            pool.eject(replica, "not serving the live weights for the daemon")
-
-
-async def _restore_is_the_daemons(url: str) -> None:
-    raise RuntimeError(f"{url} returns when the daemon has given it the live weights")
 
 
 def _node_id() -> str:

@@ -59,7 +59,7 @@ async def _one_repeat(
 ) -> list[Any]:
     from ops.cluster.bench import FAKE, bench_context, measure
     from ops.cluster.pool import WorkerPool
-    from ops.cluster.worker import EpisodeJob
+    from ops.phases.jobs import EpisodeJob
 
     count = args.episodes if policy == FAKE else args.model_episodes
     local_ctx.round = first_round

@@ -84,7 +84,7 @@ async def episode_runner(
 
 def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> BatchRunner:
     """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
-    from ops.cluster.worker import EpisodeJob
+    from ops.phases.jobs import EpisodeJob
 
     weights = ctx.models.policy_weights
     job = EpisodeJob(

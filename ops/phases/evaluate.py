@@ -22,8 +22,11 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+# The submodules themselves, not through the package: `ops.phases` lists the phases, so a phase
+# importing it would import itself back. Module access keeps `yardstick.measure` patchable.
+import ops.phases.public_yardstick as public_yardstick
+import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
-from ops.phases import public_yardstick, yardstick
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
@@ -33,7 +36,8 @@ from ops.phases.new_envs import built_env_names
 from ops.phases.outputs import EvaluateOutput
 from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
-from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
+from ops.phases.synth_dispatch import synthesize_for_envs
+from ops.phases.synth_requests import SynthesisRequest, graph_request
 from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
 from ops.yardstick_history import read_latest, set_change_metrics

@@ -3,26 +3,22 @@
 A `SynthesisRequest` names one environment's batch of synthesis (graph or targeted tasks through
 their gates, or a simulated environment's generated tasks) by values only, so that it can cross
 to a Ray worker: the environment, models and sandbox pool are those of the process that runs it
-(`run_request`). What the daemon alone may do happens in `accept_outcome`: the gate metrics, the
-exclusion of tasks that repeat a yardstick task (a store read), the round's report. Synthesis is
-deterministic in (environment, seed, index), so a request a lost worker held runs again elsewhere
-with the same result.
+(`run_request`). Synthesis is deterministic in (environment, seed, index), so a request a lost
+worker held runs again elsewhere with the same result.
+
+This is the work a cluster worker runs (`ops.cluster.worker` imports it), so it imports nothing of
+the daemon's side: where requests run and what the daemon alone does with an outcome (the gate
+metrics, the yardstick exclusion, the store) are `ops.phases.synth_dispatch`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from ops.phases.base import PhaseContext, StopRequested
-from ops.phases.runtime import record_synthesis
-from ops.phases.tasks import save_tasks
-
-log = structlog.get_logger(__name__)
+from ops.phases.base import PhaseContext
 
 RequestKind = Literal["graph", "simulated_training", "simulated_eval"]
 
@@ -57,9 +53,6 @@ class SynthesisOutcome(BaseModel):
     tasks: list[Any]
     report: Any = None  # arena.synth.reports.SynthesisReport (graph)
     summary: dict[str, Any] | None = None  # the simulated generator's report line
-
-
-RequestRunner = Callable[[SynthesisRequest], Awaitable[SynthesisOutcome]]
 
 
 def graph_request(
@@ -148,108 +141,3 @@ async def _run_graph(
         }
     result = await synthesize_graph_tasks(env, request.n, **kwargs)
     return SynthesisOutcome(tasks=list(result.tasks), report=result.report)
-
-
-async def accept_outcome(
-    ctx: PhaseContext, request: SynthesisRequest, outcome: SynthesisOutcome, reports: list[dict[str, Any]]
-) -> list[Any]:
-    """The daemon's side of a finished request: metrics, yardstick exclusion, the report line."""
-    if request.kind != "graph":
-        if outcome.summary is not None:
-            reports.append(outcome.summary)
-        return list(outcome.tasks)
-    origin = "targeted" if request.guideline is not None else "graph"
-    reports.append(record_synthesis(ctx, outcome.report, request.label or origin))
-    tasks = list(outcome.tasks)
-    if request.label != "yardstick":
-        # The yardstick is never trained on, and a walk from another seed can land on one of its tasks.
-        from ops.phases.yardstick import fingerprint, fingerprints
-
-        held = await fingerprints(ctx, request.env)
-        tasks = [t for t in tasks if fingerprint(t) not in held]
-        if len(tasks) < len(outcome.tasks):
-            log.info("synth.yardstick_excluded", env=request.env, dropped=len(outcome.tasks) - len(tasks))
-    log.info(
-        "synth.done",
-        env=request.env,
-        origin=origin,
-        requested=request.n,
-        kept=len(tasks),
-        rejections=outcome.report.rejections,
-        seconds=round(outcome.report.seconds, 2),
-    )
-    return tasks
-
-
-def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tuple[RequestRunner, int]:
-    """Where requests run and how many at once: the cluster's workers, else here one at a time."""
-    if ctx.cluster is not None:
-        from ops.cluster.worker import EpisodeJob
-
-        # A worker opens its sandbox pool per request, for a sandboxed environment's request only.
-        job = EpisodeJob(
-            round=ctx.round, phase=ctx.phase, tconf=None, sandbox_available=ctx.sandbox_available
-        )
-        return ctx.cluster.synthesizer(job), max(1, int(ctx.cluster.capacity))
-
-    async def here(request: SynthesisRequest) -> SynthesisOutcome:
-        return await run_request(ctx, envs, request, sandbox)
-
-    return here, 1
-
-
-async def synthesize_for_envs(
-    ctx: PhaseContext, envs: dict[str, Any], requests: dict[str, list[SynthesisRequest]], sandbox: Any
-) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
-    """Run every environment's requests where `request_runner` says (`sandbox`: this process's
-    pool, for local mode), as many at once as it allows; each environment's tasks are
-    accepted in request order and stored with the round as soon as its last request is in, so a
-    restarted phase keeps what was saved (`ops.phases.tasks.stored_tasks`).
-
-    Returns the tasks by environment and the report lines, both in `requests`' order. A stop
-    requested at a safe point lets the requests under way finish, then raises `StopRequested`.
-    """
-    run, concurrency = request_runner(ctx, envs, sandbox)
-    limiter = anyio.CapacityLimiter(max(1, concurrency))
-    tasks: dict[str, list[Any]] = {}
-    reports: dict[str, list[dict[str, Any]]] = {}
-    stopped = False
-    done = 0
-
-    async def one_env(name: str, batch: list[SynthesisRequest]) -> None:
-        nonlocal stopped, done
-        outcomes: list[SynthesisOutcome | None] = [None] * len(batch)
-
-        async def one(i: int, request: SynthesisRequest) -> None:
-            nonlocal stopped
-            async with limiter:
-                if not await ctx.may_go_on():
-                    stopped = True
-                    return
-                ctx.progress(done, len(requests), f"synthesizing for {name}")
-                outcomes[i] = await run(request)
-
-        async with anyio.create_task_group() as tg:
-            for i, request in enumerate(batch):
-                tg.start_soon(one, i, request)
-        if any(o is None for o in outcomes):
-            return  # stopped before all of it ran: nothing of this environment is saved
-        env_reports: list[dict[str, Any]] = []
-        fresh: list[Any] = []
-        for request, outcome in zip(batch, outcomes, strict=True):
-            assert outcome is not None
-            fresh += await accept_outcome(ctx, request, outcome, env_reports)
-        await save_tasks(ctx, fresh)
-        tasks[name], reports[name] = fresh, env_reports
-        done += 1
-
-    async with anyio.create_task_group() as tg:
-        for name, batch in requests.items():
-            tg.start_soon(one_env, name, batch)
-    if stopped:
-        raise StopRequested
-    ctx.progress(len(requests), len(requests))
-    return (
-        {name: tasks[name] for name in requests},
-        [line for name in requests for line in reports[name]],
-    )

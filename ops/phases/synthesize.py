@@ -17,7 +17,8 @@ stored with the round (and reused if the phase restarts). The output lists each 
 origin, difficulty, the motif it was aimed at and the motifs it exercises, with counts per
 environment, origin and motif for `arena report`.
 In cluster mode steps 2, 4 and 5 run on the Ray workers, several environments at once
-(`ops.phases.synth_requests`); the daemon keeps the metrics, the yardstick exclusion and the store.
+(`ops.phases.synth_requests`, sent by `synth_dispatch`); the daemon keeps the metrics, the yardstick
+exclusion and the store.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from ops.phases.outputs import (
     SynthesizeOutput,
 )
 from ops.phases.runtime import describe_sandboxed, grown_envs_dir, load_envs, sandbox_pool
-from ops.phases.synth_requests import SynthesisRequest, graph_request, synthesize_for_envs
+from ops.phases.synth_dispatch import synthesize_for_envs
+from ops.phases.synth_requests import SynthesisRequest, graph_request
 from ops.phases.tasks import stored_tasks
 
 log = structlog.get_logger(__name__)

@@ -2,7 +2,8 @@
 
 Graph synthesis is deterministic in (environment, seed, index) but not free; a phase that restarts
 after a crash reads the tasks it already stored for the round instead of synthesizing again, so
-the episodes it already committed (keyed by task id) still match.
+the episodes it already committed (keyed by task id) still match. Synthesizing them is
+`ops.phases.synth_dispatch`'s (which stores through `save_tasks`).
 """
 
 from __future__ import annotations
@@ -43,42 +44,6 @@ async def save_tasks(ctx: PhaseContext, tasks: Sequence[Any]) -> None:
     async with ctx.store.transaction() as s:
         for task in tasks:
             await repo.upsert_task(s, task_row(task, ctx.round))
-
-
-async def graph_tasks(
-    ctx: PhaseContext,
-    env: Any,
-    n: int,
-    *,
-    seed: int,
-    difficulty: Any,
-    sandbox: Any,
-    guideline: Any = None,
-    distractor_pool: Sequence[str] = (),
-    reports: list[dict[str, Any]],
-    label: str | None = None,
-) -> list[Any]:
-    """`n` gated graph tasks synthesized here by the template writer (targeted with a `guideline`).
-
-    `label` names the tasks' use in the metrics (`yardstick` when drawing it; default the origin);
-    the report goes to metrics and `reports`. Any other task that repeats a yardstick task of the
-    environment is dropped (`ops.phases.synth_requests.accept_outcome`).
-    """
-    from ops.phases.synth_requests import accept_outcome, graph_request, run_request
-
-    request = graph_request(
-        ctx,
-        env.name,
-        n,
-        seed=seed,
-        difficulty=difficulty,
-        guideline=guideline,
-        distractor_pool=distractor_pool,
-        label=label,
-        with_helper=False,
-    )
-    outcome = await run_request(ctx, {env.name: env}, request, sandbox)
-    return await accept_outcome(ctx, request, outcome, reports)
 
 
 def pick(

@@ -8,7 +8,7 @@ by design; the yardstick says whether the policy got better. It is
   `yardstick_scores.LEVELS`, with a seed that does not depend on the round; stored in
   `yardstick_tasks` and never redrawn (a later environment version is reported, not redrawn);
 - never trained on: its tasks live in their own table, which SYNTHESIZE and TRAIN never read, and
-  `ops.phases.tasks.graph_tasks` drops any training task that repeats one (`fingerprint`);
+  synthesis drops any training task that repeats one (`ops.phases.held_out.fingerprint`);
 - run under caps its tasks fit: each task gets its reference's calls plus two turns and room for
   its longest call (`turn_budget`, `token_budget`), at least the round's caps, so a hard task
   measures the policy rather than `round.max_turns` (`round.yardstick_caps = "round"`: the
@@ -34,26 +34,12 @@ from ops.phases.base import PhaseContext
 from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, run_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.runtime import trainer_config
-from ops.phases.tasks import graph_tasks, pick
+from ops.phases.synth_dispatch import graph_tasks
+from ops.phases.tasks import pick
 from ops.phases.yardstick_scores import LEVELS, summarize
 
 log = structlog.get_logger(__name__)
 VERSION = 1  # of the drawing procedure, stored with every task
-
-
-def fingerprint(task: Any) -> str:
-    """What makes two tasks the same exercise: environment, instruction and reference calls."""
-    calls = [[c.name, c.arguments] for c in task.reference]
-    return json.dumps([task.env, " ".join(task.instruction.split()).lower(), calls], sort_keys=True)
-
-
-async def fingerprints(ctx: PhaseContext, env: str) -> set[str]:
-    """The fingerprints of an environment's yardstick tasks (what training must never repeat)."""
-    from arena.tasks.model import Task
-
-    async with ctx.store.transaction() as s:
-        rows = await repo_yardstick.tasks(s, [env])
-    return {fingerprint(Task.model_validate(r.data)) for r in rows}
 
 
 async def live_policy(ctx: PhaseContext) -> str:

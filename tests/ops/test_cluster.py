@@ -294,7 +294,8 @@ async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_loca
     from arena.synth.targeted import Guideline
     from ops.cluster.pool import WorkerPool
     from ops.phases.runtime import load_envs
-    from ops.phases.synth_requests import graph_request, request_runner, run_request, synthesize_for_envs
+    from ops.phases.synth_dispatch import request_runner, synthesize_for_envs
+    from ops.phases.synth_requests import graph_request, run_request
     from ops.phases.tasks import stored_tasks
 
     config = cluster_config(

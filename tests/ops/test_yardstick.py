@@ -112,8 +112,9 @@ async def test_yardstick_is_drawn_once_measured_with_every_tool_and_reused_for_t
     make_config,
 ) -> None:
     from ops.phases import yardstick
+    from ops.phases.held_out import fingerprint
     from ops.phases.runtime import load_envs
-    from ops.phases.tasks import graph_tasks
+    from ops.phases.synth_dispatch import graph_tasks
     from ops.phases.yardstick_scores import LEVELS
 
     fakes = _fakes()
@@ -171,7 +172,7 @@ async def test_yardstick_is_drawn_once_measured_with_every_tool_and_reused_for_t
             reports=[],
             label="yardstick",
         )
-        assert [yardstick.fingerprint(t) for t in labelled] == [yardstick.fingerprint(t) for t in easy]
+        assert [fingerprint(t) for t in labelled] == [fingerprint(t) for t in easy]
 
 
 @pytest.mark.anyio
