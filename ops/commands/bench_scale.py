@@ -28,7 +28,7 @@ async def _one_policy(
 
     fake = ScriptedReferencePolicy(tasks) if policy == FAKE else None
     ctx = bench_context(config, store, 1, policy=fake)
-    tconf = trainer_config(ctx, temperature=0.0)
+    tconf = trainer_config(ctx.config, ctx.round, temperature=0.0)
     runner, runnable, skipped = await episode_runner(ctx, envs, tasks, tconf, None)
     usable = [t for t in tasks if t.full_id in runnable]
     if not usable:

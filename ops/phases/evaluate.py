@@ -107,7 +107,7 @@ class EvaluatePhase(BasePhase):
             empty = {"episodes": 0, "pass_rates": {}, "category_pass_rates": {}, "note": "no arena env"}
             return EvaluateOutput.model_validate({**out, **empty}).stored()
         await serve_live_policy(ctx)
-        tconf = trainer_config(ctx, temperature=0.0)
+        tconf = trainer_config(ctx.config, ctx.round, temperature=0.0)
         levels = await difficulties(ctx)
         # The yardstick's environments are among the candidates (drawn once from them).
         needs_pool = any(envs[n].sandboxed for n in {*chosen, *candidates})

@@ -20,6 +20,7 @@ from ops.phases.base import PhaseContext
 from ops.phases.common import registry
 
 if TYPE_CHECKING:
+    from ops.config import ArenaConfig
     from trainer.config import TrainerConfig
 
 log = structlog.get_logger(__name__)
@@ -184,17 +185,18 @@ async def sandbox_pool(ctx: PhaseContext, *, needed: bool = True) -> AsyncIterat
         yield pool
 
 
-def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerConfig:
-    """The trainer's configuration from the daemon's `[round]` and `[trainer]` sections.
+def trainer_config(config: ArenaConfig, round_no: int, *, temperature: float = 1.0) -> TrainerConfig:
+    """The trainer's configuration for round `round_no` from the daemon's `[round]` and `[trainer]` sections.
 
     Evaluation uses the same one with temperature 0, so prompts, tool views and caps match training.
+    `arena config check` derives it the same way, so it refuses what a round would.
     """
     from arena.episode.runner import EpisodeConfig
     from arena.types import SamplingParams
     from trainer.config import LoraConfig, SftConfig
     from trainer.config import TrainerConfig as Target
 
-    rnd, tr = ctx.config.round, ctx.config.trainer
+    rnd, tr = config.round, config.trainer
     group = max(2, rnd.samples_per_task)
     episode = EpisodeConfig(
         max_turns=rnd.max_turns,
@@ -221,7 +223,7 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
         epsilon_high=max(tr.clip_high, tr.clip_low),
         dynamic_sampling_passes=tr.dynamic_sampling_passes,
         iterations_per_batch=tr.iterations_per_batch,
-        seed=ctx.config.daemon.seed + ctx.round,
+        seed=config.daemon.seed + round_no,
         lora=LoraConfig(enabled=tr.use_lora),
         weight_sync=tr.lora_sync,
         episode=episode,
@@ -238,15 +240,15 @@ def trainer_config(ctx: PhaseContext, *, temperature: float = 1.0) -> TrainerCon
             # A trajectory the episode budget allows is one the warm-up can imitate.
             max_length=episode.max_total_tokens,
         ),
-        **_rollout_server(ctx),
+        **_rollout_server(config),
     )
 
 
-def _rollout_server(ctx: PhaseContext) -> dict[str, Any]:
+def _rollout_server(config: ArenaConfig) -> dict[str, Any]:
     """The trainer's rollout-backend fields: the policy server's, with `trainer.rollouts = "policy_server"`."""
-    if ctx.config.trainer.rollouts != "policy_server":
+    if config.trainer.rollouts != "policy_server":
         return {"rollout_backend": "local"}
-    section = ctx.config.models.policy
+    section = config.models.policy
     return {
         "rollout_backend": "http",
         "rollout_base_url": section.base_url,

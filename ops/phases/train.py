@@ -14,7 +14,7 @@ With `trainer.processes > 1` the GRPO steps run in worker processes on that many
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -31,6 +31,10 @@ from ops.phases.runtime import (
     trainer_config,
 )
 from ops.phases.warmup import measure_warmup, training_envs, warmup_tasks
+
+if TYPE_CHECKING:
+    from ops.config import ArenaConfig
+    from trainer.config import TrainerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -69,14 +73,16 @@ def step_observer(ctx: PhaseContext) -> Any:
     return on_step
 
 
-def grpo_trainer_config(ctx: Any) -> Any:
+def grpo_trainer_config(config: ArenaConfig, round_no: int) -> TrainerConfig:
     """`trainer_config` with the GRPO step's processes and sharding (`[trainer] processes`, `sharding`),
     validated together: a batch that does not split over the processes is refused here."""
     from trainer.config import TrainerConfig
 
-    section = ctx.config.trainer
+    section = config.trainer
     update = {"processes": section.processes, "sharding": section.sharding}
-    return TrainerConfig.model_validate(trainer_config(ctx).model_copy(update=update).model_dump())
+    return TrainerConfig.model_validate(
+        trainer_config(config, round_no).model_copy(update=update).model_dump()
+    )
 
 
 def _summary(result: Any) -> dict[str, Any]:
@@ -124,7 +130,7 @@ class TrainPhase(BasePhase):
             rows = [await repo.get_task(s, w.id) for w in wanted]
         tasks = [Task.model_validate(r.data) for r in rows if r is not None]
         envs = load_envs(ctx)
-        tconf = grpo_trainer_config(ctx)
+        tconf = grpo_trainer_config(ctx.config, ctx.round)
         policy_dir, parent = await current_policy_dir(ctx)
         out = round_dir(ctx)
         on_step = step_observer(ctx)

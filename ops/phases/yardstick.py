@@ -137,7 +137,7 @@ async def measure(
     async with ctx.store.transaction() as s:
         done = {(r.task_id, 0) for r in await repo_yardstick.runs(s, ctx.round, stage)}
     # Every tool, greedy: the yardstick never shares the training view's help (trainer.tool_subset).
-    tconf = trainer_config(ctx, temperature=0.0).model_copy(update={"tool_subset": None})
+    tconf = trainer_config(ctx.config, ctx.round, temperature=0.0).model_copy(update={"tool_subset": None})
     pending = [t for t in tasks if (t.full_id, 0) not in done]
     unprepared: list[str] = []
 

@@ -155,7 +155,10 @@ def test_the_setting_is_a_trainer_key_that_reaches_the_trainer_config(tmp_path: 
     environ = {"ARENA_TRAINER__CHAT_TEMPLATE_KWARGS": '{"enable_thinking": true, "custom": 1}'}
     config = load_config(environ=environ)
     ctx = SimpleNamespace(config=config, round=1)
-    assert trainer_config(ctx).chat_template_kwargs == {"enable_thinking": True, "custom": 1}  # type: ignore[arg-type]
-    assert trainer_config(SimpleNamespace(config=load_config(environ={}), round=1)).chat_template_kwargs == {  # type: ignore[arg-type]
+    assert trainer_config(ctx.config, ctx.round).chat_template_kwargs == {
+        "enable_thinking": True,
+        "custom": 1,
+    }  # type: ignore[arg-type]
+    assert trainer_config(load_config(environ={}), 1).chat_template_kwargs == {  # type: ignore[arg-type]
         "enable_thinking": False
     }

@@ -64,7 +64,7 @@ def test_trainer_config_follows_round_and_trainer_sections(phase_context, make_c
         ARENA_TRAINER__SFT_LEARNING_RATE="3e-4",
     )
     ctx = phase_context(config, round_no=3, phase="synthesize")
-    train = trainer_config(ctx)
+    train = trainer_config(ctx.config, ctx.round)
     assert (train.group_size, train.tasks_per_step, train.max_steps) == (2, 4, 3)
     assert (train.sft.epochs, train.sft.learning_rate) == (1.5, 3e-4)
     assert train.sft.max_length == train.episode.max_total_tokens  # the warm-up imitates what fits
@@ -73,7 +73,7 @@ def test_trainer_config_follows_round_and_trainer_sections(phase_context, make_c
     assert train.system_prompt == "compact" and train.tool_subset == 0 and train.lora.enabled
     assert train.save_every == 3  # one checkpoint per round, at its last step
     assert train.dynamic_sampling_passes == 3
-    evaluation = trainer_config(ctx, temperature=0.0)
+    evaluation = trainer_config(ctx.config, ctx.round, temperature=0.0)
     assert evaluation.episode.params.temperature == 0.0 and not evaluation.episode.params.logprobs
     assert evaluation.system_prompt == train.system_prompt and evaluation.tool_subset == train.tool_subset
     assert train.episode.params.constrain_tool_calls and evaluation.episode.params.constrain_tool_calls
@@ -90,11 +90,9 @@ def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(
         ARENA_TRAINER__PUBLISH_DIR=str(tmp_path / "shared"),
         ARENA_TRAINER__BASE_MODEL=str(tmp_path / "qwen-8b"),
     )
-    assert (
-        trainer_config(phase_context(config, round_no=3, phase="synthesize")).rollout_backend == "local"
-    )  # the default: the trainer's model
+    assert trainer_config(config, 3).rollout_backend == "local"  # the default: the trainer's model
     config.trainer.rollouts = "policy_server"
-    train = trainer_config(phase_context(config, round_no=3, phase="synthesize"))
+    train = trainer_config(config, 3)
     assert (train.rollout_backend, train.rollout_base_url) == ("http", "http://vllm:8000/v1")
     assert (train.rollout_model, train.rollout_api_key) == ("qwen-8b", "s3cret")
     publisher = http_publisher(phase_context(config, round_no=3, phase="synthesize"))

@@ -24,6 +24,6 @@ def test_only_a_lora_round_to_an_http_server_set_to_adapters_syncs_adapters(tmp_
 
 def test_the_daemon_setting_reaches_the_trainer(phase_context: Any, tmp_path: Path) -> None:
     base = {"ARENA_DATA_DIR": str(tmp_path), "ARENA_TRAINER__USE_LORA": "true"}
-    assert trainer_config(phase_context(load_config(environ=base))).weight_sync == "adapter"
+    assert trainer_config(load_config(environ=base), 0).weight_sync == "adapter"
     full = load_config(environ={**base, "ARENA_TRAINER__LORA_SYNC": "full"})
-    assert trainer_config(phase_context(full)).weight_sync == "full"
+    assert trainer_config(full, 0).weight_sync == "full"
