@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from arena.difficulty import KNOBS
 from arena.synth.motifs import MOTIFS, MotifName
@@ -64,6 +64,13 @@ class FailurePattern(BaseModel):
     tools: list[str] = Field(default_factory=list)
     episode_ids: list[str] = Field(min_length=1)
     motif: MotifName | None = None
+
+    @field_validator("tools", "episode_ids")
+    @classmethod
+    def _once_each(cls, items: list[str]) -> list[str]:
+        # The agent's constrained answer may name one tool or episode three times (seen with the
+        # 135M helper): the report and the text derived from it name each once.
+        return list(dict.fromkeys(items))
 
 
 class DiagnosisDraft(BaseModel):

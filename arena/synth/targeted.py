@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arena.difficulty import Difficulty
 from arena.protocols import ChatModel
@@ -33,6 +33,13 @@ class Guideline(BaseModel):
     motif: MotifName | None = None
     difficulty: Difficulty = Field(default_factory=Difficulty)
     n_tasks: int = Field(default=10, ge=1, le=10_000)
+
+    @field_validator("target_tools")
+    @classmethod
+    def _once_each(cls, tools: list[str]) -> list[str]:
+        # A small model's constrained answer repeats items ("search_restaurants" four times);
+        # the bias weighs each tool once, and the operator reads each name once.
+        return list(dict.fromkeys(tools))
 
 
 TARGET_BIAS = 8.0

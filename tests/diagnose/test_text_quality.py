@@ -80,3 +80,22 @@ async def test_a_clean_agent_report_is_kept_word_for_word(b: SimpleNamespace) ->
     evidence, episodes = _evidence(b)
     report = await run_diagnosis(evidence, episodes, helper=ScriptedFakeHelper([good_report()]))
     assert report.replaced_text == [] and report.summary == "The agent cancels the wrong orders."
+
+
+def test_a_repeated_tool_or_episode_is_named_once() -> None:
+    """The 135M helper's constrained answers repeated items (`cancel_order` three times, one
+    episode id three times, a target tool four times); the report keeps each once, in order."""
+    from arena.synth.targeted import Guideline
+    from diagnose.report import FailurePattern
+
+    pattern = FailurePattern(
+        category="missing_write",
+        env="food_delivery",
+        description="The cancellation was never made.",
+        tools=["cancel_order", "cancel_order", "get_order", "cancel_order"],
+        episode_ids=["food_delivery/t1#0", "food_delivery/t1#0", "food_delivery/t2#0"],
+    )
+    assert pattern.tools == ["cancel_order", "get_order"]
+    assert pattern.episode_ids == ["food_delivery/t1#0", "food_delivery/t2#0"]
+    guideline = Guideline(env="food_delivery", target_tools=["search_restaurants"] * 4 + ["get_menu"])
+    assert guideline.target_tools == ["search_restaurants", "get_menu"]
