@@ -76,31 +76,36 @@ def local_policy_factory(config: TrainerConfig) -> PolicyFactory:
     return factory
 
 
-def http_policy_factory(
-    config: TrainerConfig, served_model: Callable[[], str | None] | None = None
-) -> PolicyFactory:
+class HttpPolicy:
     """Rollouts from a vLLM-compatible server that the publisher keeps up to date, token-exact.
 
-    Prompts are rendered with the trainer's tokenizer (the policy's own chat template) and sent
-    as token ids to the server's completions endpoint, so each turn extends the episode's chain
-    (see `simulate.token_chat`).
+    Prompts are rendered with the policy's tokenizer (its own chat template) and sent as token ids
+    to the server's completions endpoint, so each turn extends the episode's chain (see
+    `simulate.token_chat`). One client, made on first use and reused; a `PolicyFactory` (called
+    with the trainer), or `chat(tokenizer)` where no trainer runs (a shard coordinator, a Ray
+    rollout worker).
     """
-    state: dict[str, ChatModel] = {}
 
-    def factory(trainer: Any) -> ChatModel:
+    def __init__(self, config: TrainerConfig, served_model: Callable[[], str | None] | None = None) -> None:
+        self.config, self.served_model = config, served_model
+        self._chat: Any = None
+
+    def chat(self, tokenizer: Any) -> ChatModel:
+        """The client, asking for the newest served name (a LoRA round's newest adapter)."""
         from simulate.replicas import shared_pool
         from simulate.token_chat import TokenChatModel
 
+        config = self.config
         assert config.rollout_base_url is not None
-        if "chat" not in state:
+        if self._chat is None:
             urls = [config.rollout_base_url, *config.rollout_replica_urls]
             # The publisher's pool when the daemon made one: rollouts then never reach a replica
             # that failed to load the newest weights, and a returning one is given them first.
             pool = shared_pool(urls, role="policy", api_key=config.rollout_api_key)
-            state["chat"] = TokenChatModel(
+            self._chat = TokenChatModel(
                 urls,
                 config.rollout_model,
-                trainer.processing_class,
+                tokenizer,
                 chat_template_kwargs=config.chat_template_kwargs,
                 api_key=config.rollout_api_key,
                 role="policy",
@@ -108,7 +113,16 @@ def http_policy_factory(
                 pool=pool,
             )
         # A LoRA round's policy is served under its newest adapter's name (`publish_adapter`).
-        state["chat"].request_model = served_model() if served_model is not None else None  # type: ignore[attr-defined]
-        return state["chat"]
+        self._chat.request_model = self.served_model() if self.served_model is not None else None
+        return self._chat
 
-    return factory
+    def __call__(self, trainer: Any) -> ChatModel:
+        """As a `PolicyFactory`: the client, with the trainer's tokenizer."""
+        return self.chat(trainer.processing_class)
+
+
+def http_policy_factory(
+    config: TrainerConfig, served_model: Callable[[], str | None] | None = None
+) -> HttpPolicy:
+    """The `PolicyFactory` of rollouts from a policy server (`HttpPolicy`)."""
+    return HttpPolicy(config, served_model)

@@ -28,7 +28,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -192,8 +191,9 @@ async def train_sharded(
     tokenizer = await anyio.to_thread.run_sync(load_tokenizer, start_dir)
     run.tokenizer = tokenizer
     served = run.publisher
-    factory = http_policy_factory(config, served_model=lambda: getattr(served, "served_model", None))
-    policy = factory(SimpleNamespace(processing_class=tokenizer))
+    policy = http_policy_factory(config, served_model=lambda: getattr(served, "served_model", None)).chat(
+        tokenizer
+    )
     token = secrets.token_urlsafe(24)
     coordinator = ShardCoordinator(run, policy, pad_id=int(tokenizer.pad_token_id or 0), token=token)
     job_dir = run.out_dir / "shard"

@@ -12,7 +12,6 @@ Worker side: `run_rollout`. Daemon side: `cluster_rollouts`, a `trainer.rollout.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,10 +36,9 @@ async def run_rollout(
 
         if state.job.tokenizer_dir is None:
             raise ValueError("a rollout job needs the policy's tokenizer folder (tokenizer_dir)")
-        trainer = SimpleNamespace(processing_class=load_tokenizer(state.job.tokenizer_dir))
-        state.rollout_policy = (http_policy_factory(tconf), trainer)
-    factory, trainer = state.rollout_policy
-    policy = factory(trainer)  # the job's one client of the policy server
+        state.rollout_policy = (http_policy_factory(tconf), load_tokenizer(state.job.tokenizer_dir))
+    http_policy, tokenizer = state.rollout_policy
+    policy = http_policy.chat(tokenizer)  # the job's one client of the policy server
     policy.request_model = request_model  # the newest update's served name, as the daemon's publisher says
     if serving is not None:
         follow_daemon(find_shared_pool([tconf.rollout_base_url, *tconf.rollout_replica_urls]), serving)

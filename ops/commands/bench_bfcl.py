@@ -119,13 +119,9 @@ async def _run(args: argparse.Namespace, config: Any, bench: Any, entries: list[
 
 def report(bench: Any, results: list[Any], mode: str, seconds: float, sandboxed: bool) -> dict[str, Any]:
     """The JSON document: figures per category and overall, errors, timing, every verdict."""
-    from types import SimpleNamespace
+    from ops.phases.public_scores import ScoredEntry, summarize
 
-    from ops.phases.public_scores import summarize
-
-    rows = [
-        SimpleNamespace(**r.verdict.model_dump(), seconds=r.run.seconds if r.run else None) for r in results
-    ]
+    rows = [ScoredEntry(**r.verdict.model_dump(), seconds=r.run.seconds if r.run else None) for r in results]
     summary = summarize(
         rows, benchmark="bfcl", version=bench.version, stage="bench", policy=mode, sandboxed=sandboxed
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from types import SimpleNamespace
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -37,6 +36,16 @@ class PublicYardstick(BaseModel):
     seconds_per_entry: float | None = None
     sandboxed: bool = False
     reused_from: dict[str, Any] | None = None
+
+
+class ScoredEntry(BaseModel):
+    """One scored entry, as `summarize` reads it (a `PublicRunRow` has the same fields)."""
+
+    entry_id: str
+    category: str
+    passed: bool
+    error_type: str | None = None
+    seconds: float | None = None
 
 
 def _order(category: str) -> tuple[int, str]:
@@ -73,11 +82,7 @@ def public_gate(parent_runs: Sequence[Any], candidate_runs: Sequence[Any], *, en
     """`yardstick_scores.gate` on the public yardstick's entries (the same fixed entries, greedy)."""
     if not enabled:
         return GateDecision(publish=True, reason="public.publish_gate is off")
-
-    def keyed(rows: Sequence[Any]) -> list[SimpleNamespace]:
-        return [SimpleNamespace(task_id=r.entry_id, passed=r.passed) for r in rows]
-
-    decision = gate(keyed(parent_runs), keyed(candidate_runs), enabled=True)
+    decision = gate(parent_runs, candidate_runs, enabled=True, key="entry_id")
     return decision.model_copy(update={"reason": f"public yardstick: {decision.reason}"})
 
 

@@ -103,13 +103,14 @@ class PairedChange(BaseModel):
 
 
 def paired_change(
-    before_runs: Sequence[Any], after_runs: Sequence[Any], *, seed: int = 0
+    before_runs: Sequence[Any], after_runs: Sequence[Any], *, seed: int = 0, key: str = "task_id"
 ) -> PairedChange | None:
-    """The paired change from `before_runs` to `after_runs` (None when they share no task)."""
+    """The paired change from `before_runs` to `after_runs` (None when they share no task); runs
+    are paired on their attribute `key` (a public benchmark's runs on `entry_id`)."""
     from trainer.evaluate import paired_bootstrap_diff
 
-    before = {r.task_id: float(r.passed) for r in before_runs}
-    after = {r.task_id: float(r.passed) for r in after_runs}
+    before = {getattr(r, key): float(r.passed) for r in before_runs}
+    after = {getattr(r, key): float(r.passed) for r in after_runs}
     shared = sorted(set(before) & set(after))
     if not shared:
         return None
@@ -139,16 +140,18 @@ class GateDecision(BaseModel):
     change: PairedChange | None = None  # candidate − parent, paired over the same tasks
 
 
-def gate(parent_runs: Sequence[Any], candidate_runs: Sequence[Any], *, enabled: bool) -> GateDecision:
+def gate(
+    parent_runs: Sequence[Any], candidate_runs: Sequence[Any], *, enabled: bool, key: str = "task_id"
+) -> GateDecision:
     """Hold back a candidate that is worse than its parent on the yardstick, paired task by task.
 
     Both are compared on the tasks both ran (the same fixed tasks, greedy); the candidate is held
     back when the paired 95% interval of its change lies wholly below 0. A candidate whose change
-    reaches 0 is not shown to be worse.
+    reaches 0 is not shown to be worse. Runs are paired on their attribute `key`.
     """
     if not enabled:
         return GateDecision(publish=True, reason="trainer.publish_gate is off")
-    change = paired_change(parent_runs, candidate_runs)
+    change = paired_change(parent_runs, candidate_runs, key=key)
     if change is None:
         return GateDecision(publish=True, reason="no yardstick runs of both policies to compare")
     n = change.tasks
