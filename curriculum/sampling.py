@@ -4,9 +4,9 @@ Weight of an environment = max(floor, p·(1−p)) × (1 + β·weakness), where p
 (0.5 before any evidence) and weakness ∈ [0, 1] comes from the diagnosis. p·(1−p) is the variance
 of a pass/fail reward, so it favours environments where GRPO groups are least likely to have zero
 variance (learnability); the floor keeps every environment in play.
-The budget is split between executable and simulated (cheap) environments by `cheap_share`;
-cheap environments whose category is weak but has no executable training environment get their
-weakness counted in full, so the cheap budget covers what the executable pool cannot.
+The budget is split between executable and simulated environments by `simulated_share`;
+simulated environments whose category is weak but has no executable training environment get their
+weakness counted in full, so the simulated budget covers what the executable pool cannot.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def allocate_tasks(
     executable = [c for c in candidates if c.kind == "executable"]
     simulated = [c for c in candidates if c.kind == "simulated"]
     covered = {c.category for c in executable}
-    sim_budget = round(total_tasks * config.cheap_share) if simulated else 0
+    sim_budget = round(total_tasks * config.simulated_share) if simulated else 0
     if not executable:
         sim_budget = total_tasks
     exe_budget = total_tasks - sim_budget
@@ -88,7 +88,7 @@ def allocate_tasks(
         record = state.envs.get(c.name)
         weakness = c.weakness
         if c.kind == "simulated" and c.category not in covered:
-            # Nothing executable trains this category: let the cheap pool carry its weakness fully.
+            # Nothing executable trains this category: let the simulated pool carry its weakness fully.
             weakness = min(1.0, weakness * 2)
         return learnability_weight(record.success_ema if record else None, weakness, config)
 

@@ -19,7 +19,9 @@ class CurriculumConfig(BaseModel):
     beta: float = Field(default=1.0, ge=0.0, description="weight of diagnosed weakness in sampling")
     weight_floor: float = Field(default=0.05, gt=0.0, description="no environment's weight goes below")
     min_tasks_per_env: int = Field(default=1, ge=0, description="when the budget allows")
-    cheap_share: float = Field(default=0.3, ge=0.0, le=1.0, description="share of tasks from simulated envs")
+    simulated_share: float = Field(
+        default=0.3, ge=0.0, le=1.0, description="share of tasks from simulated envs"
+    )
     initial: Difficulty = Field(default_factory=Difficulty)
 
 

@@ -52,6 +52,9 @@ FIXED_ENV: dict[str, str] = {
 # ARENA_* variables that are not configuration keys (the file itself, test harness knobs).
 NON_CONFIG_ENV = {"ARENA_CONFIG"}
 REDACTED = "**********"
+# Keys renamed since an earlier release -> their new names: a file or variable still using the old
+# name is refused with the new one named, rather than a bare "unknown key".
+RENAMED_KEYS: dict[str, str] = {"curriculum.cheap_share": "curriculum.simulated_share"}
 # Keys that hold secrets -> the variable that should carry them: `arena config show` never writes
 # their values into a file (store.url only when it has a password).
 SECRET_ENV: dict[str, str] = {
@@ -189,6 +192,11 @@ def _env_value(raw: str) -> Any:
     return raw
 
 
+def _renamed(old: str) -> str:
+    new = RENAMED_KEYS[old]
+    return f"{old!r} was renamed to {new!r} ({ENV_PREFIX}{new.upper().replace('.', '__')})"
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     """Dotted config key -> the environment variable that sets it. Unknown `ARENA_X__Y` names fail."""
     found: dict[str, str] = {}
@@ -199,6 +207,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
         if "__" not in rest:
             continue  # not a config key (e.g. ARENA_TEST_PG_URL)
         dotted = ".".join(part.lower() for part in rest.split("__"))
+        if dotted in RENAMED_KEYS:
+            raise ConfigError(f"{name}: {_renamed(dotted)}")
         if not _known_key(dotted):
             raise ConfigError(f"{name}: no configuration key {dotted!r}")
         found[dotted] = name
@@ -250,6 +260,6 @@ def _describe(exc: ValidationError, origins: dict[str, str], source: str) -> str
         )
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = _renamed(dotted) if dotted in RENAMED_KEYS else "unknown key"
         lines.append(f"{dotted}: {message} (from {origin})")
     return "invalid configuration: " + "; ".join(lines)

@@ -39,7 +39,7 @@ class ClusterConfig(ConfigSection):
         ge=1,
         le=1024,
         description="Evaluation episodes sent to a worker in one call: each call costs the daemon about "
-        "1 ms of CPU (Ray's dispatch, the reply, its commit), so cheap episodes go in batches; a batch is "
+        "1 ms of CPU (Ray's dispatch, the reply, its commit), so short episodes go in batches; a batch is "
         "committed when all of it is back, and a lost worker's batch runs again elsewhere.",
     )
     connect_timeout_s: float = Field(

@@ -266,7 +266,7 @@ class CurriculumConfig(ConfigSection):
     beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
     weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
     min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
-    cheap_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
+    simulated_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
     tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
     weak_threshold: float = Field(
         0.5,
@@ -311,7 +311,7 @@ class SynthesisConfig(ConfigSection):
 
 
 class SimulationConfig(ConfigSection):
-    """Cheap (simulated) environments: when the helper's simulation may be trained on."""
+    """Simulated environments: when the helper's simulation may be trained on."""
 
     max_false_pass: float = Field(
         0.1,

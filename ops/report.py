@@ -58,10 +58,13 @@ def _plan(out: dict[str, Any]) -> dict[str, Any]:
     budget = {e: n for e, n in (out.get("allocation") or {}).get("tasks", {}).items() if n}
     keep = ("env", "failure_pattern", "skill", "motif", "target_tools", "n_tasks", "difficulty")
     extra = {k: out[k] for k in ("motifs", "skills", "motif_targets") if k in out}
-    if out.get("cheap_gate"):
+    # Rounds stored before the rename keep the gate under its old name ("cheap_gate"): read both,
+    # so the stored history needs no migration.
+    gate = out.get("simulated_training_gate") or out.get("cheap_gate")
+    if gate:
         # Whether simulated environments got training budget, and the measured evidence why.
-        gate = out["cheap_gate"]
-        extra["cheap_gate"] = {k: gate.get(k) for k in ("open", "why", "helper", "false_pass", "agreement")}
+        keys = ("open", "why", "helper", "false_pass", "agreement")
+        extra["simulated_training_gate"] = {k: gate.get(k) for k in keys}
         extra["simulated"] = out.get("simulated", {})
     if out.get("new_envs"):
         extra["new_envs"] = [{k: r.get(k) for k in ("near", "why", "motifs")} for r in out["new_envs"]]

@@ -72,7 +72,7 @@ Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
 @dataclass(frozen=True)
 class BatchRunner:
     """A runner that takes up to `size` items per call, for cluster workers: each call costs the
-    daemon and the worker a dispatch, which cheap episodes share this way."""
+    daemon and the worker a dispatch, which short episodes share this way."""
 
     run: Callable[[list[WorkItem]], Awaitable[list[EpisodeResult]]]
     size: int

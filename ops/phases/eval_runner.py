@@ -57,8 +57,8 @@ async def episode_runner(
         )
     helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
     # The helper plays a simulated environment's tools, user and judge.
-    cheap = any(envs[t.env].kind == "simulated" for t in tasks)
-    simulator = await ctx.models.helper() if cheap else None
+    simulated = any(envs[t.env].kind == "simulated" for t in tasks)
+    simulator = await ctx.models.helper() if simulated else None
 
     async def run(item: WorkItem) -> EpisodeResult:
         policy = await ctx.models.policy()

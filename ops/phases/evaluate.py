@@ -28,7 +28,6 @@ import ops.phases.public_yardstick as public_yardstick
 import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
 from ops.phases.base import BasePhase, PhaseContext
-from ops.phases.cheap_gate import helper_fidelity, judge_note
 from ops.phases.common import top_category
 from ops.phases.episodes import WorkItem, run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
@@ -36,6 +35,7 @@ from ops.phases.new_envs import built_env_names
 from ops.phases.outputs import EvaluateOutput
 from ops.phases.public_scores import publish_metrics as publish_public_metrics
 from ops.phases.runtime import load_envs, sandbox_pool, serve_live_policy, trainer_config
+from ops.phases.simulated_training_gate import helper_fidelity, judge_note
 from ops.phases.synth_dispatch import synthesize_for_envs
 from ops.phases.synth_requests import SynthesisRequest, graph_request
 from ops.phases.tasks import pick, stored_tasks

@@ -9,9 +9,9 @@
    guideline for up to `synthesis.tasks_per_weak_env` targeted tasks. A weak arena environment
    also weighs its category's training environments, as before.
 3. `curriculum.sampling.allocate_tasks` splits `curriculum.tasks_per_round` over the training
-   environments: executable ones, and simulated ones (`curriculum.cheap_share` of the budget) while
+   environments: executable ones, and simulated ones (`curriculum.simulated_share` of the budget) while
    the helper's measured judge false-pass rate is below `simulation.max_false_pass`
-   (`ops.phases.cheap_gate`; a withheld budget is an event).
+   (`ops.phases.simulated_training_gate`; a withheld budget is an event).
 4. The rest of each environment's tasks spread over its current difficulty and probes ±1 on one
    knob (`curriculum.probes.spread`), so the next decisions can tell the knobs apart.
 5. With `synthesis.complexify_db`, one training environment per round whose diagnosis points at
@@ -31,10 +31,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import CurriculumStateRow, repo
 from ops.phases.base import BasePhase, PhaseContext, read_output
-from ops.phases.cheap_gate import cheap_gate
 from ops.phases.outputs import EvaluateOutput, PlanOutput, TrainOutput
 from ops.phases.plan_steer import steer_training
 from ops.phases.runtime import describe_sandboxed, load_envs
+from ops.phases.simulated_training_gate import simulated_training_gate
 
 
 def task_difficulty(data: dict[str, Any]) -> Any:
@@ -112,8 +112,8 @@ class PlanPhase(BasePhase):
         trainable = [n for n in training if envs[n].kind == "executable"]
         simulated = [n for n in training if envs[n].kind == "simulated"]
         gate = None
-        if simulated and ctx.config.curriculum.cheap_share > 0:
-            gate = await cheap_gate(ctx)
+        if simulated and ctx.config.curriculum.simulated_share > 0:
+            gate = await simulated_training_gate(ctx)
             trainable += simulated if gate.open else []
         steer = steer_training(ctx, report, envs, trainable, new_state)
         return PlanOutput.model_validate(
@@ -123,7 +123,7 @@ class PlanPhase(BasePhase):
                 "outcomes": len(outcomes),
                 "training_outcomes": len(from_training),
                 "untrainable": [n for n in training if n not in trainable],
-                "cheap_gate": gate.model_dump(mode="json") if gate is not None else None,
+                "simulated_training_gate": gate.model_dump(mode="json") if gate is not None else None,
                 **steer,
             }
         ).stored()
@@ -150,9 +150,9 @@ class PlanPhase(BasePhase):
             )
             ctx.metrics.difficulty.labels(environment=ctx.metrics.env(env)).set(score)
             ctx.metrics.task_budget.labels(environment=ctx.metrics.env(env)).set(int(budget.get(env, 0)))
-        gate = output.get("cheap_gate")
+        gate = output.get("simulated_training_gate")
         if gate is not None and not gate["open"]:
-            await repo.record_event(session, "curriculum", "cheap.withheld", gate)
+            await repo.record_event(session, "curriculum", "simulated.withheld", gate)
         for decision in output["decisions"]:
             if decision["action"] in ("raise", "lower"):
                 await repo.record_event(session, "curriculum", f"difficulty.{decision['action']}", decision)

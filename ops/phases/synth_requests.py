@@ -92,7 +92,7 @@ async def run_request(
     if env is None:
         raise LookupError(f"no environment {request.env!r} to synthesize tasks for (DATA_DIR not shared?)")
     if request.kind == "simulated_training":
-        from ops.phases.cheap_tasks import simulated_training_tasks
+        from ops.phases.simulated_training_tasks import simulated_training_tasks
 
         reports: list[dict[str, Any]] = []
         tasks = await simulated_training_tasks(

@@ -8,8 +8,8 @@
    needs; its failure pattern and skill go to the writer.
 3. New environments (`ops.phases.new_envs`): each one PLAN asked for is built on the helper; once
    built it gets `synthesis.tasks_per_weak_env` tasks aimed at its weak motif in this round.
-4. Simulated environments (when PLAN's cheap gate let them have budget): TRUSTEE tasks at their
-   difficulty through the simulated gates (`ops.phases.cheap_tasks`).
+4. Simulated environments (when PLAN's simulated training gate let them have budget): TRUSTEE tasks at their
+   difficulty through the judged task gates (`ops.phases.simulated_training_tasks`).
 5. Plain tasks: the rest of the environment's budget at the difficulties PLAN spread (the current
    level and probes ±1 on one knob), so the next PLAN can measure each knob.
 Every task passes the gates; acceptance per gate goes to `arena_synthesis_gate_total`. Tasks are

@@ -159,8 +159,8 @@ class TrainPhase(BasePhase):
             ctx.progress(0, tconf.max_steps, "GRPO")
             helpers = await episode_helpers(ctx, tasks)
             # Simulated environments' tools, users and judge are the helper's to play.
-            cheap = any(envs[t.env].kind == "simulated" for t in tasks if t.env in envs)
-            simulator = await ctx.models.helper() if cheap else None
+            simulated = any(envs[t.env].kind == "simulated" for t in tasks if t.env in envs)
+            simulator = await ctx.models.helper() if simulated else None
             grpo = await train_round(
                 ctx.round,
                 tasks,

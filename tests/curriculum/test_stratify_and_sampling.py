@@ -50,7 +50,7 @@ def test_weights_favour_learnable_and_weak_envs() -> None:
     assert learnability_weight(1.0, 0.0, config) == config.weight_floor
 
 
-def test_cheap_budget_covers_uncovered_weak_category() -> None:
+def test_simulated_budget_covers_uncovered_weak_category() -> None:
     state = CurriculumState(envs={"hotels": EnvCurriculum(env="hotels", success_ema=0.5)})
     candidates = [
         EnvCandidate(name="hotels", kind="executable", category="Travel"),
@@ -58,7 +58,7 @@ def test_cheap_budget_covers_uncovered_weak_category() -> None:
         EnvCandidate(name="sim_health", kind="simulated", category="Health", weakness=0.5),
     ]
     alloc = allocate_tasks(
-        state, candidates, total_tasks=40, config=CurriculumConfig(cheap_share=0.5), seed=1
+        state, candidates, total_tasks=40, config=CurriculumConfig(simulated_share=0.5), seed=1
     )
     assert alloc.executable_budget == 20 and alloc.simulated_budget == 20
     assert alloc.tasks["hotels"] == 20

@@ -66,6 +66,18 @@ def test_database_url_forms() -> None:
         ({"ARENA_DATABASE_URL": "mysql://x"}, "", "store.url: must be a sqlite+aiosqlite:// or postgresql"),
         ({"ARENA_ROUNDS__K": "3"}, "", "ARENA_ROUNDS__K: no configuration key 'rounds.k'"),
         ({}, "[round]\nsampels_per_task = 3\n", "round.sampels_per_task: unknown key"),
+        # A key renamed since an earlier release names its new name, from a file or a variable.
+        (
+            {},
+            "[curriculum]\ncheap_share = 0.5\n",
+            "curriculum.cheap_share: 'curriculum.cheap_share' was renamed to 'curriculum.simulated_share' "
+            "(ARENA_CURRICULUM__SIMULATED_SHARE)",
+        ),
+        (
+            {"ARENA_CURRICULUM__CHEAP_SHARE": "0.5"},
+            "",
+            "ARENA_CURRICULUM__CHEAP_SHARE: 'curriculum.cheap_share' was renamed to 'curriculum.simulated_share'",
+        ),
         ({}, "[round\n", "not valid TOML"),
         (
             {},

@@ -217,3 +217,27 @@ async def test_status_shows_the_yardstick_the_fresh_tool_view_and_the_publish_de
     assert "since round 1                +0.33 [" in text and "(round 2, paired)" in text
     assert "fresh tasks (reference tools + 0 distractors (trainer.tool_subset)):" in text
     assert "publish:    held back (yardstick 0.00 below" in text
+
+
+@pytest.mark.anyio
+async def test_report_reads_a_round_stored_before_the_simulated_rename(make_config) -> None:
+    """Rows written when the gate was "cheap" (`cheap_gate`, `cheap.withheld`) still read back."""
+    from ops.report import read_records
+
+    old_gate = {"open": False, "why": "no measured judge false-pass rate", "helper": "h", "limit": 0.1}
+    new_gate = {**old_gate, "open": True, "why": "simulation.max_false_pass = 1"}
+    config = make_config()
+    async with Store(config.database_url) as store:
+        await store.migrate()
+        async with store.transaction() as s:
+            for round_no, plan in ((1, {"cheap_gate": old_gate}), (2, {"simulated_training_gate": new_gate})):
+                await repo.ensure_round(s, round_no)
+                await repo.finish_phase(s, round_no, "plan", {"allocation": {"tasks": {}}, **plan})
+            await repo.record_event(s, "curriculum", "cheap.withheld", old_gate)
+        async with store.transaction() as s:
+            old, new = await read_records(s, None, None)
+            [event] = await repo.list_events(s)
+    assert old["plan"]["simulated_training_gate"]["why"] == old_gate["why"]
+    assert not old["plan"]["simulated_training_gate"]["open"]
+    assert new["plan"]["simulated_training_gate"]["open"]
+    assert (event.action, event.detail["why"]) == ("cheap.withheld", old_gate["why"])

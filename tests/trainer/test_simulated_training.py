@@ -1,4 +1,4 @@
-"""GRPO on a cheap (simulated) environment, with the real embedded model as policy and as helper.
+"""GRPO on a simulated environment, with the real embedded model as policy and as helper.
 
 The helper plays the weather service's tools and judges the episodes (TRUSTEE-style); the trained
 token chain holds the simulated tool results as environment text, never as policy tokens.

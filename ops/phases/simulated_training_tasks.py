@@ -1,7 +1,7 @@
-"""SYNTHESIZE for cheap (simulated) environments: TRUSTEE tasks through the simulated gates.
+"""SYNTHESIZE for simulated environments: TRUSTEE tasks through the judged task gates.
 
-PLAN gives a simulated environment a task count and its current difficulty (only while the cheap
-gate is open, `ops.phases.cheap_gate`). The helper's task generator writes each task
+PLAN gives a simulated environment a task count and its current difficulty (only while the simulated
+training gate is open, `ops.phases.simulated_training_gate`). The helper's task generator writes each task
 (`simulate.simulators.taskgen`), and the judge must fail the empty and the claiming agent and pass
 the planned work (`simulate.sim_gates`) before it is kept. Gate outcomes go to
 `arena_synthesis_gate_total{gate="sim_<gate>"}` and kept tasks to `arena_tasks_synthesized_total`

@@ -1,12 +1,16 @@
-"""Whether cheap (simulated) environments may be trained on this round: trust follows fidelity.
+"""The simulated training gate: whether simulated environments may be trained on this round.
 
-A simulated environment's reward is the helper's judgement, so GRPO on it learns whatever the
-judge lets pass. `arena bench sim --save` measures the helper's judge against the programmatic
-verifier on executable episodes and stores the false-pass rate (judge passes, verifier fails)
-with the helper's identity. PLAN gives simulated environments training budget only while that
-rate is below `simulation.max_false_pass`; an unmeasured helper is not trusted (except with the
-gate set to 1, which opens it). The decision and its evidence are stored with PLAN's output, and
-a withheld budget is an event, so `arena report` and the event log say why.
+Trust follows fidelity: a simulated environment's reward is the helper's judgement, so GRPO on it
+learns whatever the judge lets pass. `arena bench sim --save` measures the helper's judge against
+the programmatic verifier on executable episodes and stores the false-pass rate (judge passes,
+verifier fails) with the helper's identity. PLAN gives simulated environments training budget
+only while that rate is below `simulation.max_false_pass`; an unmeasured helper is not trusted
+(except with the gate set to 1, which opens it). The decision and its evidence are stored with
+PLAN's output (`simulated_training_gate`), and a withheld budget is a `simulated.withheld` event,
+so `arena report` and the event log say why. Not to be confused with the task gates a simulated
+task passes in SYNTHESIZE (`simulate.sim_gates`) or the publish gate (`trainer.publish_gate`).
+Rounds stored before the rename carry it as `cheap_gate` and the event as `cheap.withheld`;
+`ops.report` reads either key.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pydantic import BaseModel
 from ops.phases.base import PhaseContext
 
 
-class CheapGate(BaseModel):
+class SimulatedTrainingGate(BaseModel):
     """The decision and what it rests on."""
 
     open: bool
@@ -63,7 +67,7 @@ def judge_note(helper: str, row: Any) -> dict[str, Any]:
     }
 
 
-async def cheap_gate(ctx: PhaseContext) -> CheapGate:
+async def simulated_training_gate(ctx: PhaseContext) -> SimulatedTrainingGate:
     """The gate for this round's PLAN, from the stored fidelity of the configured helper."""
     limit = ctx.config.simulation.max_false_pass
     helper, row = await helper_fidelity(ctx)
@@ -76,7 +80,7 @@ async def cheap_gate(ctx: PhaseContext) -> CheapGate:
             "measured_at": str(row.measured_at),
         }
     if limit >= 1.0:
-        return CheapGate(
+        return SimulatedTrainingGate(
             open=True, helper=helper, limit=limit, why="simulation.max_false_pass = 1", **measured
         )
     if row is None or row.false_pass is None:
@@ -84,11 +88,11 @@ async def cheap_gate(ctx: PhaseContext) -> CheapGate:
             f"the helper {helper} has no measured judge false-pass rate "
             "(run `arena bench sim --save` with this configuration)"
         )
-        return CheapGate(open=False, helper=helper, limit=limit, why=why)
+        return SimulatedTrainingGate(open=False, helper=helper, limit=limit, why=why)
     ok = row.false_pass < limit
     why = (
         f"the helper's judge false-pass rate {row.false_pass:.2f} "
         f"[{row.false_pass_low or 0:.2f}, {row.false_pass_high or 1:.2f}] over {row.episodes} episodes is "
         f"{'below' if ok else 'not below'} simulation.max_false_pass {limit:g}"
     )
-    return CheapGate(open=ok, helper=helper, limit=limit, why=why, **measured)
+    return SimulatedTrainingGate(open=ok, helper=helper, limit=limit, why=why, **measured)

@@ -1,13 +1,13 @@
-"""A round that trains on a cheap (simulated) environment, with the real embedded model as policy
+"""A round that trains on a simulated environment, with the real embedded model as policy
 and as helper.
 
-PLAN, with `curriculum.cheap_share = 0.5` and the false-pass gate open
+PLAN, with `curriculum.simulated_share = 0.5` and the simulated training gate open
 (`simulation.max_false_pass = 1`), gives the simulated weather service half the training budget.
 TRAIN then runs one GRPO step over the round's tasks: a bundled library task and a weather task as
-the TRUSTEE generator writes them. SYNTHESIZE is not run here: its simulated gates need a judge
+the TRUSTEE generator writes them. SYNTHESIZE is not run here: its judged task gates need a judge
 that fails a do-nothing episode, and the 135M helper passes every one (`docs/bench-sim.md`), so
 with it they keep no simulated task; the stored tasks are what SYNTHESIZE keeps with a trusted
-helper (tests/ops/test_cheap_training.py runs it with scripted judges).
+helper (tests/ops/test_simulated_envs.py runs it with scripted judges).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..trainer.tiny import simulated_weather_task
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.anyio]
 
 
-async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
+async def test_a_round_with_a_simulated_share_trains_on_simulated_episodes(
     make_config, phase_context, embedded_model_path: Path, recorded_rollouts: list[Any]
 ) -> None:
     from arena.env.registry import Registry
@@ -39,7 +39,7 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
     config = make_config(
         ARENA_MODELS__POLICY__MODEL=str(embedded_model_path),
         ARENA_MODELS__HELPER__MODEL=str(embedded_model_path),
-        ARENA_CURRICULUM__CHEAP_SHARE="0.5",
+        ARENA_CURRICULUM__SIMULATED_SHARE="0.5",
         ARENA_CURRICULUM__TASKS_PER_ROUND="4",
         ARENA_SIMULATION__MAX_FALSE_PASS="1",
         ARENA_ROUND__TRAIN_STEPS="1",
@@ -59,7 +59,7 @@ async def test_a_round_with_a_cheap_share_trains_on_simulated_episodes(
         await store.migrate()
         evaluated = EvaluateOutput(arena=[], training=["library", "weather"], pass_rates={})
         plan = await PlanPhase().run(phase_context(config, store, 1, [evaluated], phase="plan"))
-        assert plan["cheap_gate"]["open"] and plan["allocation"]["tasks"]["weather"] == 2
+        assert plan["simulated_training_gate"]["open"] and plan["allocation"]["tasks"]["weather"] == 2
         assert plan["simulated"]["weather"]["n"] == 2
         ctx = phase_context(config, store, 1, phase="train", helper=helper)
         await save_tasks(ctx, tasks)

@@ -1,4 +1,5 @@
-"""Cheap environments in SYNTHESIZE: TRUSTEE tasks through the simulated gates.
+"""Simulated environments in PLAN and SYNTHESIZE: the simulated training gate, and TRUSTEE tasks
+through the judged task gates.
 
 The helpers here are scripted fakes (named as such): `ScriptedFakeHelper` writes a fixed task for
 the task generator and answers the judge with a policy of its own (fair, lax or strict), so that
@@ -74,7 +75,7 @@ def weather() -> Any:
     ("judge", "held"),
     [("fair", ["empty", "claim", "gold"]), ("lax", []), ("strict", ["empty", "claim"])],
 )
-async def test_the_simulated_gates_keep_only_tasks_a_judge_scores_by_the_work(weather, judge, held) -> None:
+async def test_the_judged_task_gates_keep_only_tasks_a_judge_scores_by_the_work(weather, judge, held) -> None:
     helper = ScriptedFakeHelper(judge)
     task = await TaskGenerator(helper).generate(weather, weather_difficulty(), seed=3, round_id=1)
     results = await run_sim_gates(task, TrajectoryJudge(helper))
@@ -155,41 +156,47 @@ async def plan_with_gate(
 MEASURED = {"false_pass": 0.05, "false_pass_low": 0.01, "false_pass_high": 0.16, "judge_agreement": 0.9}
 
 
-async def test_the_cheap_gate_follows_the_helpers_measured_false_pass_rate(
+async def test_the_simulated_training_gate_follows_the_helpers_measured_false_pass_rate(
     make_config, phase_context, tmp_path
 ) -> None:
     from ops.report import round_record
 
-    cheap = {"ARENA_CURRICULUM__CHEAP_SHARE": "0.5", "ARENA_CURRICULUM__TASKS_PER_ROUND": "8"}
+    simulated = {"ARENA_CURRICULUM__SIMULATED_SHARE": "0.5", "ARENA_CURRICULUM__TASKS_PER_ROUND": "8"}
     # Unmeasured (the default configuration on a fresh store): no budget, an event, and the report says why.
-    out, events = await plan_with_gate(phase_context, make_config(**cheap), None)
-    assert not out["cheap_gate"]["open"] and "no measured judge false-pass rate" in out["cheap_gate"]["why"]
+    out, events = await plan_with_gate(phase_context, make_config(**simulated), None)
+    assert (
+        not out["simulated_training_gate"]["open"]
+        and "no measured judge false-pass rate" in out["simulated_training_gate"]["why"]
+    )
     assert "weather" not in out["allocation"]["tasks"] and "weather" in out["untrainable"]
-    assert any(e.action == "cheap.withheld" for e in events)
-    assert "arena bench sim --save" in round_record(1, "done", {"plan": out})["plan"]["cheap_gate"]["why"]
+    assert any(e.action == "simulated.withheld" for e in events)
+    assert (
+        "arena bench sim --save"
+        in round_record(1, "done", {"plan": out})["plan"]["simulated_training_gate"]["why"]
+    )
 
     # Measured below the limit: half the budget goes to the simulated environment, at its difficulty.
     out, events = await plan_with_gate(
-        phase_context, make_config(**cheap, ARENA_DATA_DIR=str(tmp_path / "below")), MEASURED
+        phase_context, make_config(**simulated, ARENA_DATA_DIR=str(tmp_path / "below")), MEASURED
     )
-    assert out["cheap_gate"]["open"] and out["cheap_gate"]["false_pass"] == 0.05
+    assert out["simulated_training_gate"]["open"] and out["simulated_training_gate"]["false_pass"] == 0.05
     assert out["allocation"]["tasks"]["weather"] == 4 and out["simulated"]["weather"]["n"] == 4
-    assert not any(e.action == "cheap.withheld" for e in events)
+    assert not any(e.action == "simulated.withheld" for e in events)
 
     # The same measurement against a stricter limit: withheld, naming the rate and the limit.
     strict = make_config(
-        **cheap, ARENA_SIMULATION__MAX_FALSE_PASS="0.05", ARENA_DATA_DIR=str(tmp_path / "strict")
+        **simulated, ARENA_SIMULATION__MAX_FALSE_PASS="0.05", ARENA_DATA_DIR=str(tmp_path / "strict")
     )
     out, _ = await plan_with_gate(phase_context, strict, MEASURED)
-    assert not out["cheap_gate"]["open"] and "0.05" in out["cheap_gate"]["why"]
+    assert not out["simulated_training_gate"]["open"] and "0.05" in out["simulated_training_gate"]["why"]
     assert "weather" not in out["allocation"]["tasks"]
 
     # The gate set to 1 trusts even an unmeasured helper.
     open_gate = make_config(
-        **cheap, ARENA_SIMULATION__MAX_FALSE_PASS="1", ARENA_DATA_DIR=str(tmp_path / "open")
+        **simulated, ARENA_SIMULATION__MAX_FALSE_PASS="1", ARENA_DATA_DIR=str(tmp_path / "open")
     )
     out, _ = await plan_with_gate(phase_context, open_gate, None)
-    assert out["cheap_gate"]["open"] and out["allocation"]["tasks"]["weather"] == 4
+    assert out["simulated_training_gate"]["open"] and out["allocation"]["tasks"]["weather"] == 4
 
 
 async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(
@@ -198,7 +205,7 @@ async def test_judge_scored_pass_rates_carry_the_helpers_measured_agreement(
     """EVALUATE's note for simulated envs, the gauges, and `arena status` beside the pass rate."""
     from arena.store.fidelity import HelperFidelityRow, save_fidelity
     from ops.commands.admin import _render_status
-    from ops.phases.cheap_gate import helper_fidelity, judge_note
+    from ops.phases.simulated_training_gate import helper_fidelity, judge_note
 
     config = make_config()
     metrics = Metrics()
