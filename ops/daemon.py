@@ -39,7 +39,7 @@ from ops.models import ModelHub, observe_model_calls
 from ops.phases import default_phases
 from ops.phases.base import Phase, PhaseContext, StopRequested
 from ops.status import StatusSnapshot
-from trainer.memory import release_memory
+from trainer.memory import freeze_startup_heap, release_memory
 
 log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
@@ -185,6 +185,7 @@ class Daemon:
             try:
                 tg.start_soon(self._background)
                 await self._prepare()
+                freeze_startup_heap()  # imports and long-lived state: out of each phase's collection
                 with self._work_scope, contextlib.suppress(StopRequested):
                     await self._rounds()
                 if self._work_scope.cancelled_caught:
