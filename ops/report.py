@@ -172,12 +172,16 @@ async def read_records(session: AsyncSession, first: int | None, last: int | Non
     if last is not None:
         stmt = stmt.where(col(RoundRow.round) <= last)
     rounds = list((await session.exec(stmt)).all())
-    history = {h.round: h for h in await read_history(session)}
-    records = []
+    outputs: dict[int, dict[str, dict[str, Any]]] = {}
     for rnd in rounds:
         rows = (await session.exec(select(PhaseRow).where(PhaseRow.round == rnd.round))).all()
-        outputs = {r.phase: r.output for r in rows if r.status == "done"}
-        record = round_record(rnd.round, rnd.status, outputs)
+        outputs[rnd.round] = {r.phase: r.output for r in rows if r.status == "done"}
+    # A warm-up round's candidate − live change is the warm-up's and GRPO's, not GRPO's alone.
+    warmed_up = {n for n, out in outputs.items() if (out.get("train") or {}).get("sft")}
+    history = {h.round: h for h in await read_history(session, warmed_up)}
+    records = []
+    for rnd in rounds:
+        record = round_record(rnd.round, rnd.status, outputs[rnd.round])
         if rnd.round in history:
             # The changes paired over the same tasks, and every task's outcome to recompute them.
             record["yardstick_by_round"] = history[rnd.round].model_dump(mode="json")

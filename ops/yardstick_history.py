@@ -5,14 +5,16 @@ task: the change from the first round and from the previous one are paired boots
 over the tasks both ran (`ops.phases.yardstick_scores.paired_change`), far narrower than two
 rates' intervals side by side. Within a round, the policy after the warm-up (when TRAIN measured
 it: `round.yardstick_after_warmup`) and the candidate PUBLISH measured split the round's change
-into the warm-up's share and GRPO's. `arena report`, `arena status`, the `arena_yardstick_change`
+into the warm-up's share and GRPO's. A round that warmed up without measuring the warmed-up
+policy (the daemon's TRAIN does not; `arena bench learn` does) has only its training's share,
+warm-up and GRPO together: it is never reported as GRPO's. `arena report`, `arena status`, the `arena_yardstick_change`
 gauges and `arena bench learn` all read it from here, and each record lists every task's outcome
 so anyone can recompute a comparison.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -37,7 +39,8 @@ class RoundYardstick(BaseModel):
     warmup: Score | None = None
     warmup_change: PairedChange | None = None  # warm-up − live
     candidate: Score | None = None
-    grpo_change: PairedChange | None = None  # candidate − (warm-up, else live)
+    grpo_change: PairedChange | None = None  # candidate − (warm-up, else live without a warm-up)
+    training_change: PairedChange | None = None  # candidate − live: the round's whole training
     outcomes: dict[str, bool] = Field(default_factory=dict)  # task id → passed (live)
 
 
@@ -45,8 +48,11 @@ def _score(runs: Sequence[Any]) -> Score | None:
     return score(sum(int(r.passed) for r in runs), len(runs)) if runs else None
 
 
-def build_history(stages: dict[int, dict[str, Sequence[Any]]]) -> list[RoundYardstick]:
-    """The records of rounds whose live runs are in `stages` (round → stage → runs), oldest first."""
+def build_history(
+    stages: dict[int, dict[str, Sequence[Any]]], warmed_up: Collection[int] = ()
+) -> list[RoundYardstick]:
+    """The records of rounds whose live runs are in `stages` (round → stage → runs), oldest first;
+    `warmed_up`: the rounds whose TRAIN ran an SFT warm-up before GRPO."""
     out: list[RoundYardstick] = []
     first: Sequence[Any] | None = None
     previous: Sequence[Any] | None = None
@@ -56,6 +62,9 @@ def build_history(stages: dict[int, dict[str, Sequence[Any]]]) -> list[RoundYard
             continue
         warm = stages[round_no].get("warmup") or []
         cand = stages[round_no].get("candidate") or []
+        # GRPO's share needs the policy GRPO started from: the measured warm-up, or the live
+        # policy when there was no warm-up. Otherwise the change is the warm-up's and GRPO's.
+        grpo_start = warm or (live if round_no not in warmed_up else None)
         record = RoundYardstick(
             round=round_no,
             policy=str(live[0].policy),
@@ -65,7 +74,8 @@ def build_history(stages: dict[int, dict[str, Sequence[Any]]]) -> list[RoundYard
             warmup=_score(warm),
             warmup_change=paired_change(live, warm) if warm else None,
             candidate=_score(cand),
-            grpo_change=paired_change(warm or live, cand) if cand else None,
+            grpo_change=paired_change(grpo_start, cand) if cand and grpo_start else None,
+            training_change=paired_change(live, cand) if cand else None,
             outcomes={r.task_id: bool(r.passed) for r in live},
         )
         out.append(record)
@@ -79,10 +89,10 @@ async def _runs_by_stage(session: AsyncSession, rounds: Sequence[int]) -> dict[i
     return {r: {stage: await repo_yardstick.runs(session, r, stage) for stage in STAGES} for r in rounds}
 
 
-async def read_history(session: AsyncSession) -> list[RoundYardstick]:
-    """Every stored round's yardstick record."""
+async def read_history(session: AsyncSession, warmed_up: Collection[int] = ()) -> list[RoundYardstick]:
+    """Every stored round's yardstick record (`warmed_up`: as `build_history`)."""
     rounds = await repo_yardstick.rounds_measured(session, "live")
-    return build_history(await _runs_by_stage(session, rounds))
+    return build_history(await _runs_by_stage(session, rounds), warmed_up)
 
 
 async def read_latest(session: AsyncSession) -> RoundYardstick | None:

@@ -99,7 +99,10 @@ def render(r: dict[str, Any]) -> str:
         for env, levels in sorted(yard["envs"].items()):
             per = "  ".join(f"{lv} {interval_text(s)}" for lv, s in levels.items() if lv != "all")
             lines.append(f"    {env:<20} {interval_text(levels.get('all'))}  {per}")
-        for key, label in (("warmup_change", "warm-up share"), ("grpo_change", "GRPO share")):
+        shares = [("warmup_change", "warm-up share"), ("grpo_change", "GRPO share")]
+        if not by_round.get("grpo_change"):  # a warm-up not measured apart: the two together
+            shares.append(("training_change", "training share"))
+        for key, label in shares:
             if by_round.get(key):
                 lines.append(f"    {label:<17} {_change(by_round[key])}")
     lines += public_lines(r.get("public_yardstick"), label="  public     ", indent="    ")

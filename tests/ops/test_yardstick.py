@@ -251,6 +251,27 @@ def test_the_history_compares_each_round_with_the_first_and_the_previous() -> No
     assert len(rows) == 4 and rows[3].startswith("    3  0.75 [") and "+0.75 [" in rows[3]
 
 
+def test_a_warm_up_not_measured_apart_is_never_reported_as_grpos_share() -> None:
+    """The daemon's round 1 warms up and runs GRPO without measuring the warmed-up policy: its
+    candidate − live change is the training's, not GRPO's (the bench measures the warm-up)."""
+    from ops.yardstick_history import build_history
+
+    def runs(passed: list[bool], policy: str) -> list[SimpleNamespace]:
+        return [SimpleNamespace(**vars(run(f"t{i}", p)), policy=policy) for i, p in enumerate(passed)]
+
+    base, warm, cand = [False] * 4, [True, True, False, False], [True, True, True, False]
+    unmeasured = {1: {"live": runs(base, "base"), "candidate": runs(cand, "c")}}
+    [daemon_round] = build_history(unmeasured, warmed_up={1})
+    assert daemon_round.grpo_change is None
+    assert daemon_round.training_change is not None and daemon_round.training_change.gained == 3
+    measured = {1: {**unmeasured[1], "warmup": runs(warm, "w")}}
+    [bench_round] = build_history(measured, warmed_up={1})
+    assert bench_round.warmup_change is not None and bench_round.warmup_change.gained == 2
+    assert bench_round.grpo_change is not None and bench_round.grpo_change.gained == 1
+    [grpo_only] = build_history(unmeasured)  # no warm-up: the candidate's change is GRPO's
+    assert grpo_only.grpo_change is not None and grpo_only.grpo_change.gained == 3
+
+
 def test_every_yardstick_task_runs_under_caps_its_reference_fits() -> None:
     import json
 
