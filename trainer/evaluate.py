@@ -2,13 +2,12 @@
 
 Pass rates get a Wilson score interval; mean rewards a percentile bootstrap over tasks (episodes of
 one task are correlated, so tasks are the resampling unit). Differences between two policies on
-the same tasks (GRPO vs SFT) get a paired bootstrap over tasks.
+the same tasks (GRPO vs SFT) get a paired bootstrap over tasks. The statistics themselves are
+`curriculum.stats`, which the yardstick's scores share without importing the trainer.
 """
 
 from __future__ import annotations
 
-import random
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,19 +17,10 @@ import anyio
 from pydantic import BaseModel
 
 from arena.protocols import ChatModel, UserSimulator
+from curriculum.stats import Interval, bootstrap_mean, wilson
 from trainer.config import TrainerConfig
 from trainer.rollout import run_and_verify
 from trainer.tasks import PreparedTask
-
-Z95 = 1.959963984540054
-
-
-class Interval(BaseModel):
-    """A point estimate and its 95% interval."""
-
-    value: float
-    low: float
-    high: float
 
 
 class EpisodeScore(BaseModel):
@@ -67,52 +57,6 @@ class EvalReport(BaseModel):
     episodes: list[EpisodeScore]
     seconds: float
     peak_rss_mb: int | None = None  # the process's resident peak while evaluating, where measured
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> Interval:
-    """The Wilson score interval of a proportion (`curriculum.stats.wilson_interval`)."""
-    from curriculum.stats import wilson_interval
-
-    low, high = wilson_interval(successes, n, z)
-    return Interval(value=successes / n if n else 0.0, low=low, high=high)
-
-
-def bootstrap_mean(groups: Sequence[Sequence[float]], *, resamples: int = 2000, seed: int = 0) -> Interval:
-    """Mean over all values, with a percentile bootstrap interval resampling whole groups (tasks)."""
-    flat = [v for g in groups for v in g]
-    if not flat:
-        return Interval(value=0.0, low=0.0, high=0.0)
-    rng = random.Random(seed)
-    means: list[float] = []
-    for _ in range(resamples):
-        picked = [groups[rng.randrange(len(groups))] for _ in groups]
-        values = [v for g in picked for v in g]
-        means.append(statistics.fmean(values) if values else 0.0)
-    means.sort()
-    return Interval(
-        value=statistics.fmean(flat),
-        low=means[int(0.025 * (resamples - 1))],
-        high=means[int(0.975 * (resamples - 1))],
-    )
-
-
-def paired_bootstrap_diff(
-    a: dict[str, list[float]], b: dict[str, list[float]], *, resamples: int = 2000, seed: int = 0
-) -> Interval:
-    """Mean of b − a over tasks both evaluated, with a paired percentile bootstrap over tasks."""
-    keys = sorted(set(a) & set(b))
-    diffs = [statistics.fmean(b[k]) - statistics.fmean(a[k]) for k in keys if a[k] and b[k]]
-    if not diffs:
-        return Interval(value=0.0, low=0.0, high=0.0)
-    rng = random.Random(seed)
-    means = sorted(
-        statistics.fmean(diffs[rng.randrange(len(diffs))] for _ in diffs) for _ in range(resamples)
-    )
-    return Interval(
-        value=statistics.fmean(diffs),
-        low=means[int(0.025 * (resamples - 1))],
-        high=means[int(0.975 * (resamples - 1))],
-    )
 
 
 def summarize(episodes: Sequence[EpisodeScore]) -> EvalSummary:

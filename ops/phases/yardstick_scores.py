@@ -41,8 +41,8 @@ class Score(BaseModel):
 
 
 def score(passed: int, n: int) -> Score:
-    """The pass rate of `passed` out of `n` with its Wilson interval (`trainer.evaluate.wilson`)."""
-    from trainer.evaluate import wilson
+    """The pass rate of `passed` out of `n` with its Wilson interval (`curriculum.stats.wilson`)."""
+    from curriculum.stats import wilson
 
     interval = wilson(passed, n)
     return Score(passed=passed, n=n, rate=interval.value, low=interval.low, high=interval.high)
@@ -107,7 +107,7 @@ def paired_change(
 ) -> PairedChange | None:
     """The paired change from `before_runs` to `after_runs` (None when they share no task); runs
     are paired on their attribute `key` (a public benchmark's runs on `entry_id`)."""
-    from trainer.evaluate import paired_bootstrap_diff
+    from curriculum.stats import paired_bootstrap_diff
 
     before = {getattr(r, key): float(r.passed) for r in before_runs}
     after = {getattr(r, key): float(r.passed) for r in after_runs}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.evaluate import bootstrap_mean, paired_bootstrap_diff, wilson
+from curriculum.stats import bootstrap_mean, paired_bootstrap_diff, wilson
 
 
 def test_wilson_matches_the_textbook_value() -> None:
