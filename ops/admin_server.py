@@ -7,6 +7,10 @@ answers while the daemon's loop is busy, and its GETs read only what the daemon 
 (`ops.status.StatusSnapshot`, the metrics registry), never the store or the daemon's loop. The
 POSTs do act on the daemon: they run on its loop, captured in `start` (`on_daemon`).
 
+Each answer leaves in one segment (`CoalescingHttpToolsProtocol`): uvicorn writes a response's
+head and body separately, two `send` calls a request, which on the 200 scrapes a second of a soak
+were most of the admin thread's CPU (4.9 of 6.4 s, on the two cores the rounds run on).
+
 The daemon binds the socket itself, on its own loop before serving, so a busy port is a clear
 error at start-up; the thread starts before the daemon's start-up work, so /healthz answers
 during it; `aclose` stops uvicorn and joins the thread.
@@ -25,6 +29,7 @@ import anyio
 import anyio.to_thread
 import structlog
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from arena.listen import listening_socket
 from ops.admin import build_app
@@ -47,6 +52,49 @@ JOIN_TIMEOUT_S = GRACEFUL_SHUTDOWN_S + 5
 # whenever the rounds ran Python, and the rounds slowed more under load (docs/soak.md: 200
 # requests/s, p99 53 ms and rounds +16% at 5 ms; p99 49 ms and +12% at 0.5 ms).
 GIL_SWITCH_INTERVAL_S = 0.0005
+
+
+class CoalescingTransport:
+    """A transport whose writes in one turn of the event loop leave in one `send`.
+
+    uvicorn writes a response's head and then its body; on a socket with Nagle's algorithm off
+    (`arena.listen`) each write is a syscall and a segment of its own. Writes are joined and sent
+    at the end of the loop's turn (`call_soon`), in order; `close` sends what is pending first.
+    Everything else is the wrapped transport's.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue `data`; the first write of a turn schedules the flush."""
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        if self._pending:
+            data, self._pending = b"".join(self._pending), []
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        """Send what is pending, then close."""
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol on a `CoalescingTransport`: one segment an answer."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Wrap the connection's transport before uvicorn keeps it."""
+        wrapped = CoalescingTransport(transport, asyncio.get_running_loop())
+        super().connection_made(wrapped)  # type: ignore[arg-type]
 
 
 class _Server(uvicorn.Server):
@@ -90,6 +138,7 @@ class AdminServer:
             log_config=None,
             access_log=False,
             lifespan="off",
+            http=CoalescingHttpToolsProtocol,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
         self.server = _Server(config)
