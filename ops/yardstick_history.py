@@ -7,9 +7,9 @@ rates' intervals side by side. Within a round, the policy after the warm-up (whe
 it: `round.yardstick_after_warmup`) and the candidate PUBLISH measured split the round's change
 into the warm-up's share and GRPO's. A round that warmed up without measuring the warmed-up
 policy (the daemon's TRAIN does not; `arena bench learn` does) has only its training's share,
-warm-up and GRPO together: it is never reported as GRPO's. `arena report`, `arena status`, the `arena_yardstick_change`
-gauges and `arena bench learn` all read it from here, and each record lists every task's outcome
-so anyone can recompute a comparison.
+warm-up and GRPO together: it is never reported as GRPO's. `arena report`, `arena status`, the
+`arena_yardstick_change` gauges and `arena bench learn` all read it from here, and each record
+lists every task's outcome so anyone can recompute a comparison.
 """
 
 from __future__ import annotations

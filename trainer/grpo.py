@@ -50,7 +50,7 @@ from trainer.metrics import (
 from trainer.precision import use_bf16
 from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
-from trainer.rollout_policy import http_policy_factory, local_policy_factory
+from trainer.rollout_policy import HttpPolicy, local_policy_factory
 from trainer.samples import infra_error
 from trainer.tasks import PreparedTask, prepare_tasks
 from trainer.weight_sync import publish_start
@@ -209,7 +209,7 @@ async def train_round(
     if offset >= config.max_steps:
         return finished_round(out_dir, round_id, started)
     factory = (
-        http_policy_factory(config, served_model=lambda: getattr(publisher, "served_model", None))
+        HttpPolicy(config, served_model=lambda: getattr(publisher, "served_model", None))
         if config.rollout_backend == "http"
         else local_policy_factory(config)
     )

@@ -59,7 +59,7 @@ def freeze_startup_heap() -> None:
     every tracked object while holding the interpreter lock, which stops the admin API's thread
     too. In `arena bench soak` a daemon's full collection took ~80 ms (6 a round, a third of the
     stand-in rounds' time) and the admin API's p99 under load was that pause; with the start-up
-    objects frozen it took ~20 ms (`docs/soak.md`). Objects made later are still collected; the
+    objects frozen it took ~3 ms (`docs/soak.md`). Objects made later are still collected; the
     frozen ones are the process's imports and what lives as long as it does, and once per process
     bounds what a test process that runs many daemons keeps.
     """

@@ -119,10 +119,3 @@ class HttpPolicy:
     def __call__(self, trainer: Any) -> ChatModel:
         """As a `PolicyFactory`: the client, with the trainer's tokenizer."""
         return self.chat(trainer.processing_class)
-
-
-def http_policy_factory(
-    config: TrainerConfig, served_model: Callable[[], str | None] | None = None
-) -> HttpPolicy:
-    """The `PolicyFactory` of rollouts from a policy server (`HttpPolicy`)."""
-    return HttpPolicy(config, served_model)

@@ -40,7 +40,7 @@ from starlette.routing import Route
 
 from arena.protocols import ChatModel
 from trainer.checkpoints import load_tokenizer
-from trainer.rollout_policy import http_policy_factory
+from trainer.rollout_policy import HttpPolicy
 from trainer.shard_launch import ShardError, check_devices, gpu_count, run_workers
 from trainer.shard_protocol import (
     JOB_FILE,
@@ -191,9 +191,7 @@ async def train_sharded(
     tokenizer = await anyio.to_thread.run_sync(load_tokenizer, start_dir)
     run.tokenizer = tokenizer
     served = run.publisher
-    policy = http_policy_factory(config, served_model=lambda: getattr(served, "served_model", None)).chat(
-        tokenizer
-    )
+    policy = HttpPolicy(config, served_model=lambda: getattr(served, "served_model", None)).chat(tokenizer)
     token = secrets.token_urlsafe(24)
     coordinator = ShardCoordinator(run, policy, pad_id=int(tokenizer.pad_token_id or 0), token=token)
     job_dir = run.out_dir / "shard"

@@ -32,11 +32,11 @@ async def run_rollout(
     tconf = state.job.tconf
     if state.rollout_policy is None:
         from trainer.checkpoints import load_tokenizer
-        from trainer.rollout_policy import http_policy_factory
+        from trainer.rollout_policy import HttpPolicy
 
         if state.job.tokenizer_dir is None:
             raise ValueError("a rollout job needs the policy's tokenizer folder (tokenizer_dir)")
-        state.rollout_policy = (http_policy_factory(tconf), load_tokenizer(state.job.tokenizer_dir))
+        state.rollout_policy = (HttpPolicy(tconf), load_tokenizer(state.job.tokenizer_dir))
     http_policy, tokenizer = state.rollout_policy
     policy = http_policy.chat(tokenizer)  # the job's one client of the policy server
     policy.request_model = request_model  # the newest update's served name, as the daemon's publisher says

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from arena.difficulty import Difficulty
+from curriculum.stats import paired_bootstrap_diff, wilson
 
 # Fixed difficulty levels: the yardstick never follows the curriculum, so its pass rate can move
 # only because the policy changed. Distractors stay 0 (the yardstick shows every tool anyway) and
@@ -42,8 +43,6 @@ class Score(BaseModel):
 
 def score(passed: int, n: int) -> Score:
     """The pass rate of `passed` out of `n` with its Wilson interval (`curriculum.stats.wilson`)."""
-    from curriculum.stats import wilson
-
     interval = wilson(passed, n)
     return Score(passed=passed, n=n, rate=interval.value, low=interval.low, high=interval.high)
 
@@ -107,8 +106,6 @@ def paired_change(
 ) -> PairedChange | None:
     """The paired change from `before_runs` to `after_runs` (None when they share no task); runs
     are paired on their attribute `key` (a public benchmark's runs on `entry_id`)."""
-    from curriculum.stats import paired_bootstrap_diff
-
     before = {getattr(r, key): float(r.passed) for r in before_runs}
     after = {getattr(r, key): float(r.passed) for r in after_runs}
     shared = sorted(set(before) & set(after))

@@ -60,7 +60,7 @@ async def test_a_conversation_renders_alike_in_sft_grpo_and_evaluation(
     from simulate.token_chain import token_session
     from trainer.checkpoints import load_policy
     from trainer.config import TrainerConfig
-    from trainer.rollout_policy import http_policy_factory, local_policy_factory
+    from trainer.rollout_policy import HttpPolicy, local_policy_factory
     from trainer.sft import IGNORE, reference_messages, render_examples
     from trainer.tasks import prepare_tasks
 
@@ -98,7 +98,7 @@ async def test_a_conversation_renders_alike_in_sft_grpo_and_evaluation(
     )
     local = local_policy_factory(config)(trainer)
     http_config = config.model_copy(update={"rollout_backend": "http", "rollout_base_url": "http://x/v1"})
-    token_chat = http_policy_factory(http_config)(trainer)
+    token_chat = HttpPolicy(http_config)(trainer)
     grpo_local = local.render_prompt(first, tools)  # type: ignore[attr-defined]
     grpo_http = token_chat.renderer.prompt(first, tools)  # type: ignore[attr-defined]
 
