@@ -26,6 +26,7 @@ import torch
 
 from arena.types import SamplingParams
 from simulate.constrained import GrammarCache, RowMasks
+from simulate.fast_decode import FastDecoder
 from simulate.heap import trim_heap
 from simulate.kv_reuse import PrefixKVStore, batch_cache, prefill_rows, row_from_batch
 
@@ -110,10 +111,12 @@ def decode_batch(
     on_done: Callable[[int, DecodeResult], None],
     is_cancelled: Callable[[int], bool] = lambda _i: False,
     store: PrefixKVStore | None = None,
+    fast: FastDecoder | None = None,
 ) -> None:
     """Decode all `requests` together; call `on_done(index, result)` as each row finishes.
 
-    A model in training mode (the trainer's, between optimizer steps) is switched to eval mode for
+    With `fast` (built for this model), each token after the prefill is decoded by its lean step
+    (`simulate.fast_decode`) instead of the model's forward. A model in training mode (the trainer's, between optimizer steps) is switched to eval mode for
     the decode and back afterwards: gradient checkpointing would otherwise turn the KV cache off.
     """
     was_training = bool(getattr(model, "training", False))
@@ -121,7 +124,11 @@ def decode_batch(
         model.eval()
     try:
         with torch.inference_mode():
-            _decode(model, tokenizer, requests, stop_token_ids, vocab_size, on_done, is_cancelled, store)
+            if fast is not None:
+                fast.refresh()  # the weights may have changed since the last batch
+            _decode(
+                model, tokenizer, requests, stop_token_ids, vocab_size, on_done, is_cancelled, store, fast
+            )
     finally:
         if was_training:
             model.train()
@@ -140,6 +147,7 @@ def _decode(
     on_done: Callable[[int, DecodeResult], None],
     is_cancelled: Callable[[int], bool],
     store: PrefixKVStore | None,
+    fast: FastDecoder | None,
 ) -> None:
     device = model.device
     rows: list[_Row] = []
@@ -211,17 +219,20 @@ def _decode(
         input_ids = torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=-1)
         positions = positions + 1
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        if fast is not None:
+            logits = fast.step(input_ids[:, 0], positions, attention, cache)
+        else:
+            out = model(
+                input_ids=input_ids,
+                attention_mask=attention,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            logits = out.logits[:, -1, :].float()
         if cache.get_seq_length() != attention.shape[1]:
             raise RuntimeError("the model did not fill its KV cache (use_cache disabled?); cannot decode")
-        logits = out.logits[:, -1, :].float()
 
 
 def _forced_rows(masked_logits: torch.Tensor, rows: list[int]) -> set[int]:

@@ -34,6 +34,7 @@ from simulate.calls import current_role, record_completion, record_failure
 from simulate.chat_format import render_chat, visible_text
 from simulate.constrained import GrammarCache
 from simulate.decoding import DecodeRequest, DecodeResult, decode_batch
+from simulate.fast_decode import FastDecoder, unsupported_reason
 from simulate.kv_reuse import (
     DEFAULT_BATCH_KV_BYTES,
     DEFAULT_STORE_BYTES,
@@ -88,6 +89,7 @@ class LocalChatModel(WeightSwaps):
         chat_template_kwargs: Mapping[str, Any] | None = None,
         kv_reuse_bytes: int = DEFAULT_STORE_BYTES,
         max_batch_kv_bytes: int = DEFAULT_BATCH_KV_BYTES,
+        fast_decode: bool = True,
     ) -> None:
         self.name = name
         self.role = role
@@ -123,6 +125,10 @@ class LocalChatModel(WeightSwaps):
         self._model_lock = threading.Lock()
         # The layers a served LoRA adapter changed, as they were before it (`load_adapter`).
         self._adapter_base: dict[str, Any] = {}
+        # Tokens after the prefill go through the lean Llama step where the model qualifies.
+        self._fast = FastDecoder.for_model(model) if fast_decode else None
+        if fast_decode and self._fast is None:
+            log.info("local_model.transformers_decode", model=name, reason=unsupported_reason(model))
         self._batcher: DynamicBatcher[DecodeRequest, DecodeResult] = DynamicBatcher(
             self._run_batch, max_batch=max_batch, collect_s=batch_wait_ms / 1000, name=f"local:{name}"
         )
@@ -141,12 +147,15 @@ class LocalChatModel(WeightSwaps):
         cache_dir: Path | None = None,
         dtype: Dtype | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        fast_decode: bool = True,
     ) -> LocalChatModel:
         """Load a model folder (safetensors + tokenizer), or `"embedded"` for SmolLM2-135M-Instruct.
 
         `dtype` None is float32 on CPU, where greedy decoding then gives the same tokens batched
         or alone (reproducible evaluations), and bfloat16 on GPU; "auto" is bfloat16 wherever the
-        device computes it natively (`simulate.precision`). Blocking (seconds); from async code
+        device computes it natively (`simulate.precision`). `fast_decode` False decodes every token
+        through transformers' forward (the benchmark's comparison; `simulate.fast_decode`).
+        Blocking (seconds); from async code
         call it through `anyio.to_thread.run_sync`.
         """
         if str(path) == "embedded":
@@ -198,6 +207,7 @@ class LocalChatModel(WeightSwaps):
             max_batch=max_batch,
             batch_wait_ms=batch_wait_ms,
             chat_template_kwargs=chat_template_kwargs,
+            fast_decode=fast_decode,
         )
 
     # ------------------------------------------------------------------------- trainer access
@@ -359,6 +369,7 @@ class LocalChatModel(WeightSwaps):
                     on_done=lambda i, result, part=part: part[i].finish(result),
                     is_cancelled=lambda i, part=part: part[i].cancelled,
                     store=self._kv_store,
+                    fast=self._fast,
                 )
         store = self._kv_store
         log.debug(
