@@ -116,8 +116,9 @@ def decode_batch(
     """Decode all `requests` together; call `on_done(index, result)` as each row finishes.
 
     With `fast` (built for this model), each token after the prefill is decoded by its lean step
-    (`simulate.fast_decode`) instead of the model's forward. A model in training mode (the trainer's, between optimizer steps) is switched to eval mode for
-    the decode and back afterwards: gradient checkpointing would otherwise turn the KV cache off.
+    (`simulate.fast_decode`) instead of the model's forward. A model in training mode (the
+    trainer's, between optimizer steps) is switched to eval mode for the decode and back
+    afterwards: gradient checkpointing would otherwise turn the KV cache off.
     """
     was_training = bool(getattr(model, "training", False))
     if was_training:

@@ -162,6 +162,8 @@ class FastDecoder:
         """Logits (float32, [rows, vocab]) of the token after `tokens` ([rows] ids at `positions`
         [rows, 1]); `attention` ([rows, cached + 1], 0 on padding) covers the cache and this token,
         whose keys and values the step appends to `cache`."""
+        if self._versions is None:
+            raise RuntimeError("FastDecoder.step before refresh(): its weight copies are not built")
         inner = self.model.model
         rows = tokens.shape[0]
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim

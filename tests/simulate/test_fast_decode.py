@@ -120,6 +120,8 @@ def test_copies_follow_weights_changed_in_place(bf16_model: Any) -> None:
             decoder.refresh()
             return decoder.step(tokens, positions, attention, growing_cache(bf16_model.config))
 
+    with pytest.raises(RuntimeError, match="before refresh"):
+        fast.step(tokens, positions, attention, None)
     before = step(fast)
     assert fast.rebuilds == 1
     step(fast)
