@@ -118,3 +118,18 @@ def test_the_command_reports_each_precision_as_json(capsys: pytest.CaptureFixtur
 def test_the_command_refuses_a_missing_gguf(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code = main(["bench", "model", "--gguf", str(tmp_path / "none.gguf")])
     assert code == 2 and "none.gguf: no such file" in capsys.readouterr().err
+
+
+def test_precisions_name_what_auto_resolves_to() -> None:
+    import argparse
+
+    from ops.commands.model import _precisions
+    from simulate.precision import cpu_has_bf16
+
+    native = cpu_has_bf16()
+    assert _precisions(argparse.Namespace(dtype="auto", device="cpu")) == [
+        "bfloat16" if native else "float32"
+    ]
+    assert _precisions(argparse.Namespace(dtype="float32", device="cpu")) == ["float32"]
+    both = ["float32", "bfloat16"] if native else ["float32"]
+    assert _precisions(argparse.Namespace(dtype=None, device="cpu")) == both
