@@ -6,8 +6,9 @@ rows at 200 tokens of context) spent 63% of its time in PyTorch's CPU flash-atte
 takes 0.5 ms. transformers' forward also rebuilds masks and rotary tables, casts every norm to
 float32 and back and calls seven projections a layer. This step keeps what the decode loop needs:
 
-- **The model's own weights.** float32 reads each parameter as it is (no copy: a step computes the
-  same projections and norms as transformers' forward, so greedy decoding picks the same tokens).
+- **The model's own weights.** float32 reads each parameter as it is (no copy: a step computes
+  what transformers' forward computes up to rounding, log-probs within 1e-3 and the same greedy
+  tokens in the tests).
   bfloat16 fuses q/k/v and gate/up into one matrix each and, where oneDNN is present, reorders
   them once into its blocked layout (a single-row bfloat16 projection runs about 1.4x faster
   packed). These copies follow the weights: `refresh()` rebuilds them when any parameter was
