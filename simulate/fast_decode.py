@@ -76,8 +76,15 @@ def _packed(weight: torch.Tensor) -> Linear:
     return lambda x: F.linear(x, weight)
 
 
-def _plain(weight: torch.Tensor) -> Linear:
-    return lambda x: F.linear(x, weight)
+def _projection(*weights: torch.Tensor, fuse: bool) -> Linear:
+    """A projection by one weight, or by several with their outputs concatenated: fused into one
+    packed matrix (a copy) when `fuse`, else reading the weights themselves."""
+    if fuse:
+        return _packed(weights[0] if len(weights) == 1 else torch.cat(weights, dim=0))
+    if len(weights) == 1:
+        weight = weights[0]
+        return lambda x: F.linear(x, weight)
+    return lambda x: torch.cat([F.linear(x, w) for w in weights], dim=-1)
 
 
 @dataclass
@@ -92,15 +99,6 @@ class _Layer:
     norm_post: torch.Tensor
 
 
-def _split_projection(*weights: torch.Tensor, fuse: bool) -> Linear:
-    """Projections by several weights as one callable whose outputs are concatenated."""
-    if fuse:
-        return _packed(torch.cat(weights, dim=0))
-    if len(weights) == 1:
-        return _plain(weights[0])
-    return lambda x: torch.cat([F.linear(x, w) for w in weights], dim=-1)
-
-
 class FastDecoder:
     """The decode step of one Llama model (build it with `for_model`)."""
 
@@ -113,7 +111,7 @@ class FastDecoder:
         self.eps = float(config.rms_norm_eps)
         self.scale = self.head_dim**-0.5
         self._layers: list[_Layer] = []
-        self._head: Linear = _plain(model.lm_head.weight)
+        self._head: Linear | None = None  # built by refresh()
         self._versions: tuple[int, ...] | None = None
         self.rebuilds = 0  # how often the weight copies were rebuilt (tests, logs)
 
@@ -122,38 +120,32 @@ class FastDecoder:
         """A decoder for `model`, or None where it does not qualify (see `unsupported_reason`)."""
         return cls(model) if unsupported_reason(model) is None else None
 
-    def _sources(self) -> list[torch.Tensor]:
-        return [p for p in self.model.parameters()]
-
     def refresh(self) -> None:
         """Rebuild the weight copies if any parameter changed since the last build (cheap otherwise).
 
         Called once per decode batch, under the model lock: weights do not change within a batch.
         """
-        sources = self._sources()
+        sources = list(self.model.parameters())
         versions = tuple(t._version for t in sources) + tuple(t.data_ptr() for t in sources)
         if versions == self._versions:
             return
         inner = self.model.model
-        fuse = next(self.model.parameters()).dtype == torch.bfloat16
+        fuse = sources[0].dtype == torch.bfloat16
         layers = []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
             layers.append(
                 _Layer(
-                    qkv=_split_projection(
-                        attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, fuse=fuse
-                    ),
-                    out=_packed(attn.o_proj.weight) if fuse else _plain(attn.o_proj.weight),
-                    gate_up=_split_projection(mlp.gate_proj.weight, mlp.up_proj.weight, fuse=fuse),
-                    down=_packed(mlp.down_proj.weight) if fuse else _plain(mlp.down_proj.weight),
+                    qkv=_projection(attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, fuse=fuse),
+                    out=_projection(attn.o_proj.weight, fuse=fuse),
+                    gate_up=_projection(mlp.gate_proj.weight, mlp.up_proj.weight, fuse=fuse),
+                    down=_projection(mlp.down_proj.weight, fuse=fuse),
                     norm_in=layer.input_layernorm.weight,
                     norm_post=layer.post_attention_layernorm.weight,
                 )
             )
         self._layers = layers
-        weight = self.model.lm_head.weight
-        self._head = _packed(weight) if fuse else _plain(weight)
+        self._head = _projection(self.model.lm_head.weight, fuse=fuse)
         self._versions = versions
         self.rebuilds += 1
 
@@ -163,7 +155,7 @@ class FastDecoder:
         """Logits (float32, [rows, vocab]) of the token after `tokens` ([rows] ids at `positions`
         [rows, 1]); `attention` ([rows, cached + 1], 0 on padding) covers the cache and this token,
         whose keys and values the step appends to `cache`."""
-        if self._versions is None:
+        if self._head is None:
             raise RuntimeError("FastDecoder.step before refresh(): its weight copies are not built")
         inner = self.model.model
         rows = tokens.shape[0]

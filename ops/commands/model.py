@@ -104,14 +104,12 @@ def _precisions(args: argparse.Namespace) -> list[str]:
     """`--dtype` alone where given ("auto" named as what it resolves to); else float32 and, where
     the device computes it natively, bfloat16."""
     from simulate.local import resolve_device
-    from simulate.precision import native_bf16
+    from simulate.precision import native_bf16, resolve_dtype
 
-    native = native_bf16(resolve_device(args.device))
-    if args.dtype == "auto":
-        return ["bfloat16" if native else "float32"]
+    device = resolve_device(args.device)
     if args.dtype is not None:
-        return [args.dtype]
-    return ["float32", "bfloat16"] if native else ["float32"]
+        return [str(resolve_dtype(args.dtype, device)).removeprefix("torch.")]
+    return ["float32", "bfloat16"] if native_bf16(device) else ["float32"]
 
 
 def _gguf(args: argparse.Namespace) -> Path | None:
