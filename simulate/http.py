@@ -3,8 +3,8 @@
 Native tools (`tools`, `tool_choice: auto`), `response_format` with a JSON schema, and vLLM's
 `return_token_ids` (prompt and completion token ids) plus logprobs when the server returns them;
 field-name variants are accepted leniently (`simulate.http_parse`). Failures are handled in layers: a per-request timeout;
-retries with jittered exponential backoff on 429, 5xx, timeouts and connection errors (honouring
-`Retry-After`); a circuit breaker that opens after N consecutive failed attempts and lets one trial
+retries (tenacity) with jittered exponential backoff on 429, 5xx, timeouts and connection errors
+(honouring `Retry-After`); a circuit breaker that opens after N consecutive failed attempts and lets one trial
 request through after a cool-down; other 4xx answers fail at once with the server's message. A
 capacity limiter bounds the requests in flight.
 
@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import httpx
 import structlog
+from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type, stop_after_attempt
 
 from arena.protocols import ModelError
 from arena.types import Completion, Message, SamplingParams, ToolSpec
@@ -203,32 +204,52 @@ class HttpChatModel:
         return completion
 
     async def _with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
-        last = ""
+        """The completion and the attempts it took; `ModelUnavailable` once they are spent."""
         tried: list[Replica] = []  # replicas this request failed on since its last backoff sleep
-        for attempt in range(self.retries + 1):
-            try:
-                return await self._attempt(body, tried), attempt + 1
-            except _Retryable as exc:
-                last = str(exc) if len(self.pool.replicas) == 1 else f"{exc.replica.api}: {exc}"
-                tried.append(exc.replica)
-                if attempt == self.retries:
-                    break
-                if self.pool.has_untried(tried) or not self.pool.any_serving():
-                    # Another replica is serving: go there now, the failed one is not in the way.
-                    # None is (all ejected): the next choice fails at once or probes one that is due.
-                    log.info("model.failover", url=exc.replica.api, attempt=attempt + 1, error=str(exc))
-                    continue
-                delay = self._backoff(attempt, exc.retry_after)
-                log.info(
-                    "model.retry",
-                    url=exc.replica.api,
-                    attempt=attempt + 1,
-                    error=last,
-                    delay_s=round(delay, 3),
-                )
-                tried.clear()
-                await anyio.sleep(delay)
-        raise ModelUnavailable(f"{self._target()} failed after {self.retries + 1} attempts: {last}")
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retries + 1),
+            retry=retry_if_exception_type(_Retryable),
+            wait=lambda state: self._next_wait(state, tried),
+            sleep=anyio.sleep,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._attempt(body, tried), attempt.retry_state.attempt_number
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            assert isinstance(last, _Retryable)
+            error = str(last) if len(self.pool.replicas) == 1 else f"{last.replica.api}: {last}"
+            raise ModelUnavailable(
+                f"{self._target()} failed after {self.retries + 1} attempts: {error}"
+            ) from None
+        raise AssertionError("unreachable: tenacity either returns an attempt's result or raises")
+
+    def _next_wait(self, state: RetryCallState, tried: list[Replica]) -> float:
+        """Seconds before the next attempt of a request whose last attempt failed retryably.
+
+        No wait while another replica is serving (go there now: the failed one is not in the way)
+        or while none is (the next choice fails at once or probes one that is due); otherwise the
+        backoff, after which every replica may be tried again.
+        """
+        assert state.outcome is not None
+        exc = state.outcome.exception()
+        assert isinstance(exc, _Retryable)
+        tried.append(exc.replica)
+        if self.pool.has_untried(tried) or not self.pool.any_serving():
+            log.info("model.failover", url=exc.replica.api, attempt=state.attempt_number, error=str(exc))
+            return 0.0
+        delay = self._backoff(state.attempt_number - 1, exc.retry_after)
+        error = str(exc) if len(self.pool.replicas) == 1 else f"{exc.replica.api}: {exc}"
+        log.info(
+            "model.retry",
+            url=exc.replica.api,
+            attempt=state.attempt_number,
+            error=error,
+            delay_s=round(delay, 3),
+        )
+        tried.clear()
+        return delay
 
     def _target(self) -> str:
         if len(self.pool.replicas) == 1:

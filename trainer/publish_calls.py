@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx
+from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 # The served names (and shared folders) of the policy's LoRA adapters: `policy-lora-rRRRR-sSSSSSS`.
 ADAPTER_PREFIX = "policy-lora-"
@@ -101,21 +102,32 @@ class ServerCalls:
     ) -> None:
         """POST `body` to `root + path`; `ServerCallError` once retries are spent or on a refusal."""
         url = root + path
-        last = ""
-        for attempt in range(self.retries + 1):
-            try:
-                response = await client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code < 300 or (gone_ok and response.status_code == 404):
-                    return
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code < 500:
-                    break  # the server refused the request itself: retrying will not help
-            if attempt < self.retries:
-                await anyio.sleep(self.backoff_s * (2**attempt))
-        raise ServerCallError(f"POST {url} failed: {last}")
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retries + 1),
+            # A connection error or a 5xx is retried; any other answer settles it (a 4xx refusal
+            # is the server's word on the request itself: retrying will not help).
+            retry=retry_if_exception_type((httpx.HTTPError, _ServerFailed)),
+            wait=wait_exponential(multiplier=self.backoff_s),
+            sleep=anyio.sleep,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await client.post(url, json=body)
+                    status = response.status_code
+                    if status < 300 or (gone_ok and status == 404):
+                        return
+                    if status >= 500:
+                        raise _ServerFailed(f"HTTP {status}: {response.text[:300]}")
+                    raise ServerCallError(f"POST {url} failed: HTTP {status}: {response.text[:300]}")
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            detail = str(last) if isinstance(last, _ServerFailed) else f"{type(last).__name__}: {last}"
+            raise ServerCallError(f"POST {url} failed: {detail}") from None
+
+
+class _ServerFailed(Exception):
+    """A 5xx answer to a reload call (retried like a connection error)."""
 
 
 @dataclass(frozen=True)
