@@ -7,6 +7,13 @@ layer W, W + (alpha / r) * B @ A, exactly what peft's `merge_and_unload` compute
 
 Only plain LoRA is read: DoRA, trained biases and `modules_to_save` change more than the adapted
 matrices, and such an adapter is refused rather than served wrong.
+
+Why not peft's own merge: it would wrap the served model in a `PeftModel` (replacing its linear
+modules while the server holds it) and writes the merged weights through `.data`, which leaves the
+parameters' version counters as they were, so the lean decode step's copies
+(`simulate.fast_decode`, refreshed when a counter moves) would keep serving the old weights. Here
+the deltas are added in place through the parameters themselves, and the layers' earlier values
+are kept so that the next adapter replaces this one rather than stacking on it.
 """
 
 from __future__ import annotations
