@@ -12,6 +12,14 @@ The trainer reaches the underlying model through `.model` / `.tokenizer`, builds
 an already loaded model with `LocalChatModel(model, tokenizer)`, and swaps in new weights with
 `load_weights(path)` or `load_state_dict(...)` (`simulate.local_weights`); both wait for the
 running batch to finish.
+
+Why an engine of our own rather than a serving library: on CPU this engine samples with the
+trainer's own parameters in the trainer's process (GRPO's rollouts see every optimizer step with
+nothing to copy or reload, `simulate.fast_decode` follows the weights in place) and returns the
+token ids and log-probs the token chains and the importance correction need. vLLM cannot share the
+trainer's environment (it pins another torch) and is what Arena talks to over HTTP on GPUs;
+llama.cpp would need a GGUF export after every step and samples from quantized weights that differ
+from the trainer's (`arena bench model` measures both side by side).
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ full-shard on GPUs, or data-parallel replicas) and serves the workers a coordina
 
 The workers never open the store; their output is `out_dir/checkpoints` and `out_dir/shard/`
 (the job, the launch configuration, their log, `result.json`).
+
+Why a coordinator of our own: the processes are started and sharded by accelerate (FSDP2) and
+stepped by TRL; what no library provides is the bridge between them and the daemon: rollouts that
+need the daemon's helpers, sandbox and environments, with groups that span ranks, and a publish and
+a pause point after every step. Ray Train would make Ray a dependency of every deployment (it is
+optional: cluster mode only), and TRL's own vLLM client knows nothing of environments.
 """
 
 from __future__ import annotations
