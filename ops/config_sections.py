@@ -2,6 +2,8 @@
 
 `ops.config.ArenaConfig` puts them together and loads them from the TOML file and the environment;
 each field's description says what it does (`arena config show` prints the effective values).
+A section a lower package reads is that package's own model, composed here, not a copy of it:
+`[curriculum]` is `curriculum.state.CurriculumConfig`, `[diagnosis]` `diagnose.config.DiagnosisConfig`.
 """
 
 from __future__ import annotations
@@ -249,40 +251,6 @@ class RoundConfig(ConfigSection):
     )
 
 
-class CurriculumConfig(ConfigSection):
-    """Difficulty control; maps onto `curriculum.state.CurriculumConfig`."""
-
-    band_low: float = Field(0.3, ge=0, le=1, description="Success rate below which difficulty goes down.")
-    band_high: float = Field(0.7, ge=0, le=1, description="Success rate above which difficulty goes up.")
-    ema_alpha: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="Weight of the newest round in the success EMA and the difficulty evidence.",
-    )
-    min_episodes: int = Field(
-        4, ge=1, description="Fewer episodes than this at the current difficulty: hold difficulty."
-    )
-    beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
-    weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
-    min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
-    simulated_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
-    tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
-    weak_threshold: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="Pass rate below which a diagnosed weak env or motif steers training (PLAN).",
-    )
-
-    def to_curriculum_config(self) -> Any:
-        """This section as `curriculum.state.CurriculumConfig`."""
-        from curriculum.state import CurriculumConfig as Target
-
-        values = self.model_dump()
-        return Target.model_validate({k: v for k, v in values.items() if k in Target.model_fields})
-
-
 class SynthesisConfig(ConfigSection):
     """Task synthesis."""
 
@@ -320,22 +288,6 @@ class SimulationConfig(ConfigSection):
         description="Simulated envs get training budget only while the helper's measured judge "
         "false-pass rate (`arena bench sim --save`) is below this; 1: always, even unmeasured.",
     )
-
-
-class DiagnosisConfig(ConfigSection):
-    """The diagnosis agent (the helper with a sandboxed Python tool) and its budget."""
-
-    agent: bool = Field(True, description="Ask the helper; off: the statistical ranking only.")
-    sandbox: bool = Field(True, description="Give the agent its sandboxed Python tool.")
-    max_calls: int = Field(6, ge=1, description="Helper calls per diagnosis.")
-    max_tokens: int = Field(40_000, ge=100, description="Tokens per diagnosis.")
-    max_seconds: float = Field(300.0, gt=0, description="Wall time per diagnosis before the fallback.")
-    max_tokens_per_call: int = Field(
-        2500,
-        ge=800,
-        description="Completion tokens per helper call; the report's schema is sized to fit (at least 800).",
-    )
-    max_weak: int = Field(5, ge=1, description="Weak environments reported at most.")
 
 
 class SandboxConfig(ConfigSection):
