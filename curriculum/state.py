@@ -4,25 +4,48 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from arena.difficulty import Difficulty, KnobName
 
 
 class CurriculumConfig(BaseModel):
-    """How the controller and the sampler behave. Defaults follow TRUSTEE's band idea (0.3–0.7)."""
+    """How the controller and the sampler behave: the `[curriculum]` table of the daemon's settings.
 
-    band_low: float = Field(default=0.3, ge=0.0, le=1.0)
-    band_high: float = Field(default=0.7, ge=0.0, le=1.0)
-    ema_alpha: float = Field(default=0.5, gt=0.0, le=1.0, description="weight of the newest round")
-    min_episodes: int = Field(default=4, ge=1, description="fewer episodes than this: hold")
-    beta: float = Field(default=1.0, ge=0.0, description="weight of diagnosed weakness in sampling")
-    weight_floor: float = Field(default=0.05, gt=0.0, description="no environment's weight goes below")
-    min_tasks_per_env: int = Field(default=1, ge=0, description="when the budget allows")
-    simulated_share: float = Field(
-        default=0.3, ge=0.0, le=1.0, description="share of tasks from simulated envs"
+    Defaults follow TRUSTEE's band idea (0.3–0.7).
+    """
+
+    # Unknown keys are typos more often than not: refuse them so they are not silently ignored.
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    band_low: float = Field(0.3, ge=0, le=1, description="Success rate below which difficulty goes down.")
+    band_high: float = Field(0.7, ge=0, le=1, description="Success rate above which difficulty goes up.")
+    ema_alpha: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Weight of the newest round in the success EMA and the difficulty evidence.",
     )
-    initial: Difficulty = Field(default_factory=Difficulty)
+    min_episodes: int = Field(
+        4, ge=1, description="Fewer episodes than this at the current difficulty: hold difficulty."
+    )
+    beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
+    weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
+    min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
+    simulated_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
+    tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
+    weak_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Pass rate below which a diagnosed weak env or motif steers training (PLAN).",
+    )
+
+    @property
+    def initial(self) -> Difficulty:
+        """The difficulty a new environment starts at: every knob at its lowest level."""
+        # Not a setting: the daemon's settings never had a key for it and no caller set it.
+        return Difficulty()
 
 
 class EnvCurriculum(BaseModel):

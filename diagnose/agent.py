@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 import structlog
-from pydantic import BaseModel, Field
 
 from arena.difficulty import Difficulty
 from arena.episode.parser import parse_tool_calls
@@ -26,6 +25,7 @@ from arena.sandbox import SandboxProgramError, SandboxViolation
 from arena.synth.motifs import MOTIFS
 from arena.types import Message, SamplingParams, ToolCall, ToolSpec
 from diagnose.compact import compact_trace
+from diagnose.config import DiagnosisConfig
 from diagnose.evidence import EpisodeInput, Evidence
 from diagnose.fallback import SKILLS, fallback_report
 from diagnose.motifs import weak_motifs
@@ -42,26 +42,6 @@ from diagnose.taxonomy import CATEGORIES
 from diagnose.text_quality import clean_report
 
 log = structlog.get_logger(__name__)
-
-
-class DiagnosisBudget(BaseModel):
-    """What one diagnosis may spend before the fallback takes over."""
-
-    max_calls: int = Field(default=6, ge=1, le=100)
-    max_tokens: int = Field(default=40_000, ge=100)
-    max_seconds: float = Field(default=300.0, gt=0)
-    max_tokens_per_call: int = Field(default=2500, ge=16, le=32_768)
-
-
-class DiagnosisConfig(BaseModel):
-    """The agent's budget and how much evidence goes into its prompt."""
-
-    budget: DiagnosisBudget = Field(default_factory=DiagnosisBudget)
-    trace_tokens: int = Field(default=1500, ge=0, description="all failure traces together")
-    per_trace_tokens: int = Field(default=220, ge=40)
-    max_weak: int = Field(default=5, ge=1)
-    n_tasks: int = Field(default=10, ge=1, description="tasks per guideline in the fallback")
-    python_output_chars: int = Field(default=1500, ge=100)
 
 
 PYTHON_TOOL = ToolSpec(
@@ -194,9 +174,8 @@ async def _agent_loop(
     usage: AgentUsage,
 ) -> tuple[DiagnosisReport | None, str]:
     """The agent's report, or None and the reason it has none."""
-    budget = config.budget
     # Sized to the per-call cap: a constrained answer cut off by the cap would not be JSON.
-    items, chars = schema_sizes(budget.max_tokens_per_call, min(config.max_weak, 5))
+    items, chars = schema_sizes(config.max_tokens_per_call, min(config.max_weak, 5))
     schema = draft_schema(evidence, max_items=items, text_chars=chars)
     messages = [
         Message(role="system", content=SYSTEM),
@@ -206,23 +185,23 @@ async def _agent_loop(
     reason = "no answer"
     # The cancel scope in `run_diagnosis` cannot interrupt a backend blocked in a thread, so the
     # deadline is also checked before each call.
-    deadline = time.perf_counter() + budget.max_seconds
+    deadline = time.perf_counter() + config.max_seconds
     while True:
         if time.perf_counter() >= deadline:
-            return None, f"time budget spent ({budget.max_seconds:g} s); last problem: {reason}"
-        if usage.calls >= budget.max_calls:
-            return None, f"call budget spent ({budget.max_calls} calls); last problem: {reason}"
-        left = budget.max_tokens - usage.tokens
+            return None, f"time budget spent ({config.max_seconds:g} s); last problem: {reason}"
+        if usage.calls >= config.max_calls:
+            return None, f"call budget spent ({config.max_calls} calls); last problem: {reason}"
+        left = config.max_tokens - usage.tokens
         if left < 16:
             return None, f"token budget spent ({usage.tokens} tokens); last problem: {reason}"
-        final = sandbox is None or usage.calls == budget.max_calls - 1
-        if final and left < budget.max_tokens_per_call:
+        final = sandbox is None or usage.calls == config.max_calls - 1
+        if final and left < config.max_tokens_per_call:
             # The report's schema is sized to the full per-call cap: a shorter call could end
             # mid-answer, which is not JSON.
             return None, f"token budget spent ({usage.tokens} tokens); last problem: {reason}"
         params = SamplingParams(
             temperature=0.0,
-            max_tokens=min(budget.max_tokens_per_call, left),
+            max_tokens=min(config.max_tokens_per_call, left),
             json_schema=schema if final else None,
         )
         completion = await helper.chat(messages, tools=None if final else [PYTHON_TOOL], params=params)
@@ -282,11 +261,13 @@ async def run_diagnosis(
     sandbox: Any = None,
     config: DiagnosisConfig | None = None,
     difficulties: dict[str, Difficulty] | None = None,
+    n_tasks: int = 10,
 ) -> DiagnosisReport:
     """The round's report: the agent's when it is valid and within budget, else the fallback's.
 
     `sandbox` (a `SandboxPool`) enables the agent's Python tool; without it the agent answers
-    directly. `difficulties` (per environment, from the curriculum) seed the fallback's guidelines.
+    directly. `difficulties` (per environment, from the curriculum) seed the fallback's guidelines,
+    each asking for `n_tasks` tasks.
     """
     config = config or DiagnosisConfig()
     usage = AgentUsage()
@@ -297,7 +278,7 @@ async def run_diagnosis(
             evidence,
             reason=reason,
             max_weak=config.max_weak,
-            n_tasks=config.n_tasks,
+            n_tasks=n_tasks,
             difficulties=difficulties,
         )
         report.usage = usage
@@ -312,14 +293,14 @@ async def run_diagnosis(
     started = time.perf_counter()
     report: DiagnosisReport | None = None
     reason = ""
-    with anyio.move_on_after(config.budget.max_seconds) as scope:
+    with anyio.move_on_after(config.max_seconds) as scope:
         try:
             report, reason = await _agent_loop(evidence, episodes, helper, sandbox, config, usage)
         except ModelError as exc:
             reason = f"helper model failed: {exc}"
     usage.seconds = round(time.perf_counter() - started, 3)
     if scope.cancelled_caught:
-        return fallback(f"time budget spent ({config.budget.max_seconds:g} s)")
+        return fallback(f"time budget spent ({config.max_seconds:g} s)")
     if report is None:
         return fallback(reason)
     report.usage = usage

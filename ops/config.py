@@ -20,15 +20,15 @@ from typing import Any
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from curriculum.state import CurriculumConfig
+from diagnose.config import DiagnosisConfig
 from ops.config_cluster import ClusterConfig
 from ops.config_public import PublicConfig
 from ops.config_sections import (
     AdminConfig,
     ConfigSection,
-    CurriculumConfig,
     DaemonConfig,
     DataConfig,
-    DiagnosisConfig,
     LoggingConfig,
     ModelsConfig,
     RoundConfig,
@@ -87,6 +87,17 @@ class ArenaConfig(ConfigSection):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     public: PublicConfig = Field(default_factory=PublicConfig)
+
+    @field_validator("diagnosis")
+    @classmethod
+    def _room_for_the_report(cls, diagnosis: DiagnosisConfig) -> DiagnosisConfig:
+        # The report's schema is sized to the per-call cap: below 800 tokens the daemon's agent
+        # could not answer with one (`diagnose` itself allows less, for tests of a cut-off answer).
+        if diagnosis.max_tokens_per_call < 800:
+            raise ValueError(
+                f"max_tokens_per_call is {diagnosis.max_tokens_per_call}; it must be at least 800"
+            )
+        return diagnosis
 
     @field_validator("trainer")
     @classmethod

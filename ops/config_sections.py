@@ -2,15 +2,19 @@
 
 `ops.config.ArenaConfig` puts them together and loads them from the TOML file and the environment;
 each field's description says what it does (`arena config show` prints the effective values).
+A section a lower package reads is that package's own model, composed here, not a copy of it:
+`[models.*]` is `simulate.backends.ModelSpec`, `[curriculum]` `curriculum.state.CurriculumConfig`,
+`[diagnosis]` `diagnose.config.DiagnosisConfig`.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from simulate.backends import ModelSpec, server_key
 
 
 class ConfigSection(BaseModel):
@@ -72,114 +76,11 @@ class DaemonConfig(ConfigSection):
     seed: int = Field(0, description="Base seed; each round derives its own.")
 
 
-class ModelConfig(ConfigSection):
-    """One model role; maps onto `simulate.backends.ModelSpec`."""
-
-    backend: Literal["local", "http"] = Field(
-        "local", description="local (transformers) or http (OpenAI API)."
-    )
-    model: str = Field("embedded", description="'embedded', a local folder, or the served model name.")
-    base_url: str | None = Field(None, description="OpenAI-compatible server, e.g. http://vllm:8000/v1.")
-    replica_urls: list[str] = Field(
-        default_factory=list,
-        description="More replicas of the same server beside base_url (a JSON list or comma-separated): "
-        "requests go to the least busy one, a failing one is ejected until it answers again, and the "
-        "policy's weights are published to each.",
-    )
-    api_key: SecretStr | None = Field(None, description="API key for the http backend.")
-    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
-    connect_timeout_s: float = Field(10.0, gt=0, description="Connect timeout (http).")
-    max_retries: int = Field(3, ge=0, description="Retries on transient errors (http).")
-    concurrency: int = Field(4, ge=1, le=4096, description="Concurrent requests to this backend.")
-    breaker_cooldown_s: float = Field(
-        30.0,
-        ge=0,
-        description="Seconds a failing server (an ejected replica) is left alone before it is probed again (http).",
-    )
-    device: str = Field("cpu", description="Device for the local backend (cpu, cuda, cuda:0).")
-    dtype: Literal["auto", "float32", "bfloat16"] | None = Field(
-        None,
-        description="Local backend: none is float32 on CPU (batch-invariant greedy decoding), bfloat16 "
-        "on GPU; auto is bfloat16 wherever native.",
-    )
-
-    def identity(self) -> str:
-        """A stable name of this model, under which measurements of it are stored.
-
-        `local:embedded`, `local:/abs/folder` or `http:MODEL@URL`: a local folder is named by its
-        absolute path, so a relative path in a config and the same folder on the command line
-        name one model.
-        """
-        model = self.model
-        if self.backend == "local" and model != "embedded":
-            model = os.path.abspath(os.path.expanduser(model))
-        identity = f"{self.backend}:{model}"
-        if self.backend == "http" and self.base_url:
-            identity += "@" + self.base_url.rstrip("/")
-        return identity
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value
-
-    @field_validator("replica_urls", mode="before")
-    @classmethod
-    def _split_urls(cls, value: Any) -> Any:
-        # ARENA_MODELS__POLICY__REPLICA_URLS="http://a:8000/v1,http://b:8000/v1" as well as JSON.
-        if isinstance(value, str):
-            return [u.strip() for u in value.split(",") if u.strip()]
-        return value
-
-    @field_validator("replica_urls")
-    @classmethod
-    def _replica_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} must start with http:// or https://")
-        return urls
-
-    @model_validator(mode="after")
-    def _http_needs_url(self) -> ModelConfig:
-        if self.backend == "http" and not self.base_url:
-            raise ValueError("the http backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
-        if self.replica_urls and self.backend != "http":
-            raise ValueError("replica_urls is for the http backend (replicas of an OpenAI-compatible server)")
-        seen: set[str] = set()
-        for url in self.urls:
-            if _root(url) in seen:
-                raise ValueError(f"{url} is listed twice among base_url and replica_urls")
-            seen.add(_root(url))
-        return self
-
-    @property
-    def urls(self) -> list[str]:
-        """Every replica's base URL: `base_url`, then `replica_urls` (empty without base_url)."""
-        return [self.base_url, *self.replica_urls] if self.base_url else []
-
-    def api_key_value(self) -> str | None:
-        """The API key in plain text, for the one request header or client that needs it."""
-        return self.api_key.get_secret_value() if self.api_key is not None else None
-
-    def to_spec(self, data_dir: Path, role: str = "policy") -> Any:
-        """This section as a `simulate.backends.ModelSpec` (only the fields that model defines)."""
-        from simulate.backends import ModelSpec
-
-        values = self.model_dump()
-        values["api_key"] = self.api_key_value()
-        values["role"] = role
-        values["cache_dir"] = data_dir / "models"
-        known = set(ModelSpec.model_fields)
-        return ModelSpec.model_validate({k: v for k, v in values.items() if k in known})
-
-
 class ModelsConfig(ConfigSection):
     """The trained policy and the helper (simulators, judge, task writer, diagnosis)."""
 
-    policy: ModelConfig = Field(default_factory=ModelConfig)
-    helper: ModelConfig = Field(default_factory=ModelConfig)
+    policy: ModelSpec = Field(default_factory=ModelSpec)
+    helper: ModelSpec = Field(default_factory=ModelSpec)
 
     @model_validator(mode="after")
     def _helper_is_not_the_policy_server(self) -> ModelsConfig:
@@ -191,20 +92,12 @@ class ModelsConfig(ConfigSection):
             ("base_url", self.helper.base_url),
             *(("replica_urls", u) for u in self.helper.replica_urls),
         ]:
-            if any(_same_server(url, p) for p in self.policy.urls):
+            if any(server_key(url) == server_key(p) for p in self.policy.urls):
                 raise ValueError(
                     f"helper.{key} is the policy server ({url}): each publish would load "
                     "the trained policy into the helper; serve the helper from a server of its own"
                 )
         return self
-
-
-def _root(url: str | None) -> str:
-    return (url or "").rstrip("/").removesuffix("/v1").rstrip("/").lower()
-
-
-def _same_server(a: str | None, b: str | None) -> bool:
-    return _root(a) == _root(b)
 
 
 class RoundConfig(ConfigSection):
@@ -249,40 +142,6 @@ class RoundConfig(ConfigSection):
     )
 
 
-class CurriculumConfig(ConfigSection):
-    """Difficulty control; maps onto `curriculum.state.CurriculumConfig`."""
-
-    band_low: float = Field(0.3, ge=0, le=1, description="Success rate below which difficulty goes down.")
-    band_high: float = Field(0.7, ge=0, le=1, description="Success rate above which difficulty goes up.")
-    ema_alpha: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="Weight of the newest round in the success EMA and the difficulty evidence.",
-    )
-    min_episodes: int = Field(
-        4, ge=1, description="Fewer episodes than this at the current difficulty: hold difficulty."
-    )
-    beta: float = Field(1.0, ge=0, description="Weight of diagnosed weakness in task sampling.")
-    weight_floor: float = Field(0.05, gt=0, description="Lowest sampling weight of an environment.")
-    min_tasks_per_env: int = Field(1, ge=0, description="Tasks per environment when the budget allows.")
-    simulated_share: float = Field(0.3, ge=0, le=1, description="Share of tasks from simulated environments.")
-    tasks_per_round: int = Field(32, ge=1, description="Training task budget per round.")
-    weak_threshold: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="Pass rate below which a diagnosed weak env or motif steers training (PLAN).",
-    )
-
-    def to_curriculum_config(self) -> Any:
-        """This section as `curriculum.state.CurriculumConfig`."""
-        from curriculum.state import CurriculumConfig as Target
-
-        values = self.model_dump()
-        return Target.model_validate({k: v for k, v in values.items() if k in Target.model_fields})
-
-
 class SynthesisConfig(ConfigSection):
     """Task synthesis."""
 
@@ -311,7 +170,12 @@ class SynthesisConfig(ConfigSection):
 
 
 class SimulationConfig(ConfigSection):
-    """Simulated environments: when the helper's simulation may be trained on."""
+    """Simulated environments: when the helper's simulation may be trained on.
+
+    PLAN's gate (`ops.phases.simulated_training_gate`) over the helper's stored fidelity, never
+    seen by a simulator: not `simulate.simenv.SimulationSettings`, which is each simulator's
+    sampling, stored with every simulated episode.
+    """
 
     max_false_pass: float = Field(
         0.1,
@@ -320,22 +184,6 @@ class SimulationConfig(ConfigSection):
         description="Simulated envs get training budget only while the helper's measured judge "
         "false-pass rate (`arena bench sim --save`) is below this; 1: always, even unmeasured.",
     )
-
-
-class DiagnosisConfig(ConfigSection):
-    """The diagnosis agent (the helper with a sandboxed Python tool) and its budget."""
-
-    agent: bool = Field(True, description="Ask the helper; off: the statistical ranking only.")
-    sandbox: bool = Field(True, description="Give the agent its sandboxed Python tool.")
-    max_calls: int = Field(6, ge=1, description="Helper calls per diagnosis.")
-    max_tokens: int = Field(40_000, ge=100, description="Tokens per diagnosis.")
-    max_seconds: float = Field(300.0, gt=0, description="Wall time per diagnosis before the fallback.")
-    max_tokens_per_call: int = Field(
-        2500,
-        ge=800,
-        description="Completion tokens per helper call; the report's schema is sized to fit (at least 800).",
-    )
-    max_weak: int = Field(5, ge=1, description="Weak environments reported at most.")
 
 
 class SandboxConfig(ConfigSection):

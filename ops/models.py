@@ -24,8 +24,8 @@ from simulate.replicas import find_shared_pool, server_root
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
-    from ops.config_sections import ModelConfig
     from ops.metrics import Metrics
+    from simulate.backends import ModelSpec
 
 log = structlog.get_logger(__name__)
 Role = Literal["policy", "helper"]
@@ -56,7 +56,7 @@ class ModelHub:
         # PUBLISH), so a restarted daemon evaluates the policy it trained, not the base weights.
         self.policy_weights: Path | None = None
 
-    def section(self, role: Role) -> ModelConfig:
+    def section(self, role: Role) -> ModelSpec:
         """The configuration section of a role."""
         return getattr(self.config.models, role)
 
@@ -89,16 +89,19 @@ class ModelHub:
         from simulate.backends import build_chat_model
 
         section = self.section(role)
-        spec = section.to_spec(self.config.data.dir, role)
-        if role == "policy":
-            # The policy is rendered as it is trained: EVALUATE, the yardstick and the gate see the
-            # chat format of SFT and GRPO (`simulate.chat_format`).
-            spec = spec.model_copy(
-                update={"chat_template_kwargs": dict(self.config.trainer.chat_template_kwargs)}
-            )
-        log.info("model.build", role=role, backend=spec.backend, model=spec.model)
+        # The policy is rendered as it is trained: EVALUATE, the yardstick and the gate see the
+        # chat format of SFT and GRPO (`simulate.chat_format`).
+        template = dict(self.config.trainer.chat_template_kwargs) if role == "policy" else {}
+        log.info("model.build", role=role, backend=section.backend, model=section.model)
         # Loading weights is blocking work: keep the event loop (admin API, probes) responsive.
-        model = await anyio.to_thread.run_sync(build_chat_model, spec)
+        model = await anyio.to_thread.run_sync(
+            lambda: build_chat_model(
+                section,
+                role=role,
+                cache_dir=self.config.data.dir / "models",
+                chat_template_kwargs=template,
+            )
+        )
         if role == "policy" and section.backend == "local" and self.policy_weights is not None:
             log.info("model.load_published", role=role, path=str(self.policy_weights))
             await anyio.to_thread.run_sync(model.load_weights, self.policy_weights)  # type: ignore[attr-defined]
@@ -119,7 +122,7 @@ class ModelHub:
             self.metrics.backend_up.labels(role=role, backend=section.backend).set(1 if up else 0)
         return up
 
-    async def _probe_replicas(self, role: Role, section: ModelConfig) -> bool:
+    async def _probe_replicas(self, role: Role, section: ModelSpec) -> bool:
         """Probe every replica concurrently; up when one answers and is in the clients' pool."""
         urls = section.urls
         pool = find_shared_pool(urls) if urls else None
@@ -147,7 +150,7 @@ class ModelHub:
         return all(results)
 
 
-async def _probe_http(section: ModelConfig, base_url: str) -> bool:
+async def _probe_http(section: ModelSpec, base_url: str) -> bool:
     headers = {}
     if section.api_key is not None:
         headers["Authorization"] = f"Bearer {section.api_key.get_secret_value()}"
@@ -159,7 +162,7 @@ async def _probe_http(section: ModelConfig, base_url: str) -> bool:
     return resp.status_code == 200
 
 
-def _probe_local(section: ModelConfig, data_dir: Path) -> bool:
+def _probe_local(section: ModelSpec, data_dir: Path) -> bool:
     if section.model != "embedded":
         return Path(section.model).is_dir()
     # The embedded model is ready once converted, or convertible from the installed GGUF package.

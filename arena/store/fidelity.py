@@ -1,7 +1,7 @@
 """How far the helper model can be trusted as judge and tool simulator: `arena bench sim --save` rows.
 
 One row per measurement, keyed by an autoincrement id; `helper_id` names the helper measured
-(`local:embedded`, `http:<model>@<base_url>`; see `ops.config_sections.ModelConfig.identity`).
+(`local:embedded`, `http:<model>@<base_url>`; see `simulate.backends.ModelSpec.identity`).
 Rates are fractions in [0, 1] with their 95% Wilson bounds; a rate is NULL when nothing was
 measured for it (no episode the verifier failed, for `false_pass`). `report` holds the whole JSON
 report of the run (per environment, counts, cost). The conventions are `repo`'s: the caller

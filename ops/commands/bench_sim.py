@@ -28,7 +28,7 @@ from ops.fidelity_report import build_report, print_report
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
-    from ops.config_sections import ModelConfig
+    from simulate.backends import ModelSpec
 
 
 def _load_config(path: Path | None) -> ArenaConfig:
@@ -40,14 +40,15 @@ def _load_config(path: Path | None) -> ArenaConfig:
         raise CliError(str(exc)) from None
 
 
-def helper_section(args: argparse.Namespace) -> tuple[ModelConfig, Path | None]:
+def helper_section(args: argparse.Namespace) -> tuple[ModelSpec, Path | None]:
     """The helper's configuration (from `--helper` or the config's [models.helper]) and the data dir."""
-    from ops.config_sections import ModelConfig
+    from simulate.backends import ModelSpec
 
     if args.helper is not None:
         if args.helper != "embedded" and not Path(args.helper).is_dir():
             raise CliError(f"--helper {args.helper!r}: not 'embedded' and no such model folder")
-        return ModelConfig(backend="local", model=args.helper), None
+        # A model of the command line's own: on the best device there is, as `arena synth` loads it.
+        return ModelSpec(backend="local", model=args.helper, device="auto"), None
     config = _load_config(args.config)
     return config.models.helper, config.data.dir
 
@@ -89,19 +90,17 @@ def select_envs(names: list[str]) -> tuple[list[Any], list[str]]:
 
 
 async def _measure(
-    args: argparse.Namespace, section: ModelConfig, data_dir: Path | None, envs: list[Any]
+    args: argparse.Namespace, section: ModelSpec, data_dir: Path | None, envs: list[Any]
 ) -> list[Any]:
     from arena.protocols import ModelError
     from simulate.backends import build_chat_model
     from simulate.fidelity import CountingModel, FidelityConfig, measure_env
 
-    spec = section.to_spec(data_dir, "helper") if data_dir is not None else None
-    if spec is None:
-        from simulate.backends import ModelSpec
-
-        spec = ModelSpec(model=section.model, role="helper")
+    cache_dir = data_dir / "models" if data_dir is not None else None
     try:
-        model = await anyio.to_thread.run_sync(lambda: build_chat_model(spec))
+        model = await anyio.to_thread.run_sync(
+            lambda: build_chat_model(section, role="helper", cache_dir=cache_dir)
+        )
     except (ModelError, ValueError, OSError) as exc:
         raise CliError(f"cannot load the helper model {section.model!r}: {exc}") from None
     helper = CountingModel(model)

@@ -3,7 +3,8 @@
 `show` prints the effective configuration (file + `ARENA_*` variables) as a TOML file that
 `arena run --config` accepts as it is: derived values (the store's effective URL) appear only as
 comments, and secrets are never written: a comment names the variable that carries each one.
-`check` loads a configuration the way `arena run` does and reports whether the daemon would start.
+`check` loads a configuration the way `arena run` does (`ops.preflight`) and reports whether the
+daemon would start.
 """
 
 from __future__ import annotations
@@ -58,46 +59,17 @@ def show(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    """Validate a configuration with the checks `arena run` makes before it starts."""
-    from ops.admin import AdminExposureError, check_exposure
+    """Validate a configuration with the checks `arena run` makes before it starts (`ops.preflight`)."""
+    from ops.preflight import load_checked_config
 
-    config = _load(args.config)
     try:
-        check_exposure(config.admin)
-    except AdminExposureError as exc:
+        _, notes = load_checked_config(args.config)
+    except ConfigError as exc:
         raise CliError(str(exc)) from None
-    _check_gpu_memory(config)
+    for note in notes:
+        print(note)
     print(f"configuration OK ({args.config or 'defaults and ARENA_* variables'})")
     return 0
-
-
-def _check_gpu_memory(config: ArenaConfig) -> None:
-    """Print the trainer's GPU memory estimate for a GPU plan (an http policy server and its
-    base model); refuse one whose weights and optimizer state cannot fit `trainer.gpu_memory_gb`
-    (per GPU: with `trainer.sharding = "fsdp"` they are split over `trainer.processes` GPUs)."""
-    if config.trainer.base_model is None or config.models.policy.backend != "http":
-        return  # the CPU recipe: the embedded model trains in host memory
-    from ops.phases.train import grpo_trainer_config
-    from trainer.gpu_memory import PlanTooLarge, check_plan, model_shape, plan_for
-
-    # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA,
-    # processes and sharding): a batch that does not split over the processes is refused here.
-    try:
-        tconf = grpo_trainer_config(config, 0)
-    except ValueError as exc:
-        raise CliError(f"trainer: {exc}") from None
-    shape = model_shape(config.trainer.base_model)
-    if shape is None:
-        print(f"GPU memory: not estimated ({config.trainer.base_model}/config.json not found)")
-        return
-    plan = plan_for(shape, tconf, config.trainer.gpu_memory_gb)
-    try:
-        warning = check_plan(plan)
-    except PlanTooLarge as exc:
-        raise CliError(str(exc)) from None
-    print(f"GPU memory estimate ({shape.source}): {plan.describe()}")
-    if warning:
-        print(f"warning: {warning}")
 
 
 def to_toml(config: ArenaConfig) -> str:

@@ -20,17 +20,20 @@ def register(cli: Cli) -> None:
 def run(args: argparse.Namespace) -> int:
     """Start the daemon in the foreground; exits 0 on stop or SIGTERM."""
     import anyio
+    import structlog
 
     from arena.store import StoreError
     from ops.admin import AdminExposureError
-    from ops.config import ConfigError, load_config
+    from ops.config import ConfigError
     from ops.daemon import Daemon
     from ops.logging import configure_logging
+    from ops.preflight import load_checked_config
 
     if args.rounds is not None and args.rounds < 1:
         raise CliError(f"--rounds must be at least 1, got {args.rounds}")
     try:
-        config = load_config(args.config)
+        # Every check `arena config check` makes: a file it refuses is refused here too.
+        config, notes = load_checked_config(args.config)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     progress = None
@@ -43,6 +46,12 @@ def run(args: argparse.Namespace) -> int:
     except AdminExposureError as exc:
         raise CliError(str(exc)) from None
     configure_logging(config.logging.level, config.logging.format)
+    log = structlog.get_logger("ops.commands.run")
+    for note in notes:
+        if note.startswith("warning: "):
+            log.warning("config.check", note=note.removeprefix("warning: "))
+        else:
+            log.info("config.check", note=note)
 
     async def main() -> int:
         if progress is None:

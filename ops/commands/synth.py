@@ -67,7 +67,10 @@ async def load_helper(spec: str) -> ChatModel:
     from simulate.backends import ModelSpec, build_chat_model
 
     try:
-        return await anyio.to_thread.run_sync(lambda: build_chat_model(ModelSpec(model=spec, role="helper")))
+        # device auto: the command line's helper runs on the best device there is (the daemon's
+        # settings default to cpu).
+        helper = ModelSpec(model=spec, device="auto")
+        return await anyio.to_thread.run_sync(lambda: build_chat_model(helper, role="helper"))
     except (ModelError, ValueError, OSError) as exc:
         raise CliError(f"cannot load the helper model {spec!r}: {exc}") from None
 

@@ -26,7 +26,7 @@ class DiagnosePhase(BasePhase):
     name = "diagnose"
 
     async def run(self, ctx: PhaseContext) -> dict[str, Any]:
-        from diagnose.agent import DiagnosisBudget, DiagnosisConfig, run_diagnosis
+        from diagnose.agent import run_diagnosis
         from diagnose.evidence import EnvMeta, build_evidence
         from diagnose.wiring import load_episode_inputs
 
@@ -37,16 +37,6 @@ class DiagnosePhase(BasePhase):
         meta = {name: EnvMeta.from_environment(env) for name, env in envs.items()}
         evidence = build_evidence(ctx.round, episodes, meta)
         levels = await difficulties(ctx)
-        dconf = DiagnosisConfig(
-            budget=DiagnosisBudget(
-                max_calls=cfg.max_calls,
-                max_tokens=cfg.max_tokens,
-                max_seconds=cfg.max_seconds,
-                max_tokens_per_call=cfg.max_tokens_per_call,
-            ),
-            max_weak=cfg.max_weak,
-            n_tasks=max(1, ctx.config.synthesis.tasks_per_weak_env),
-        )
         helper = await ctx.models.helper() if cfg.agent and episodes else None
         await ctx.safe_point()
         ctx.progress(0, 1, "diagnosis agent" if helper is not None else "statistical ranking")
@@ -56,8 +46,9 @@ class DiagnosePhase(BasePhase):
                 episodes,
                 helper=helper,
                 sandbox=pool,
-                config=dconf,
+                config=cfg,
                 difficulties={e.env: levels[e.env] for e in episodes},
+                n_tasks=max(1, ctx.config.synthesis.tasks_per_weak_env),
             )
         ctx.progress(1, 1)
         log.info(

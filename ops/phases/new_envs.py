@@ -180,7 +180,7 @@ def new_env_guidelines(ctx: PhaseContext, records: list[BuildRecord], envs: dict
         env = envs[record.name]
         tools = env_motif_tools(env)
         motif = next((m for m in record.motifs if m in tools), None)
-        start = ctx.config.curriculum.to_curriculum_config().initial
+        start = ctx.config.curriculum.initial
         out[record.name] = Guideline(
             env=record.name,
             motif=motif,  # type: ignore[arg-type]

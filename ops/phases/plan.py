@@ -75,7 +75,7 @@ class PlanPhase(BasePhase):
         from curriculum.state import CurriculumState, EnvCurriculum, EpisodeOutcome
         from diagnose.wiring import load_report
 
-        cconf = ctx.config.curriculum.to_curriculum_config()
+        cconf = ctx.config.curriculum
         async with ctx.store.transaction() as s:
             rows = await repo.curriculum_states(s)
             episodes = await repo.episodes_for_round(s, ctx.round, purpose="eval")

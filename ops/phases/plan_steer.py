@@ -39,7 +39,6 @@ def steer_training(
     from ops.phases.new_envs import recently_failed_categories
 
     cur, syn = ctx.config.curriculum, ctx.config.synthesis
-    cconf = cur.to_curriculum_config()
     # Motifs, spreads and new environments are about graph tasks: executable environments only.
     executable = [n for n in trainable if envs[n].kind == "executable"]
     transfer = plan_transfer(report, envs, executable, cur.weak_threshold)
@@ -50,7 +49,7 @@ def steer_training(
         category = top_category(envs[n])
         weakness = max(named.get(n, 0.0), by_category.get(category, 0.0), transfer.weakness.get(n, 0.0))
         candidates.append(EnvCandidate(name=n, kind=envs[n].kind, category=category, weakness=weakness))
-    allocation = allocate_tasks(state, candidates, cur.tasks_per_round, cconf, seed=ctx.seed)
+    allocation = allocate_tasks(state, candidates, cur.tasks_per_round, cur, seed=ctx.seed)
     levels = {n: r.difficulty for n, r in state.envs.items()}
     guidelines = motif_guidelines(transfer, allocation.tasks, levels, envs, syn.tasks_per_weak_env)
     targeted = {g.env: g.n_tasks for g in guidelines}
@@ -59,7 +58,7 @@ def steer_training(
     for n, total in sorted(allocation.tasks.items()):
         rest = int(total) - targeted.get(n, 0)
         record = state.envs.get(n)
-        current = record.difficulty if record is not None else cconf.initial
+        current = record.difficulty if record is not None else cur.initial
         if envs[n].kind == "simulated":
             # The TRUSTEE task generator writes them at the environment's current difficulty.
             if rest > 0:

@@ -12,7 +12,7 @@ import pytest
 from arena.protocols import ModelError
 from arena.sandbox import SandboxPool
 from arena.types import Completion, Message, SamplingParams, ToolSpec, Usage
-from diagnose.agent import DiagnosisBudget, DiagnosisConfig, build_prompt, run_diagnosis
+from diagnose.agent import DiagnosisConfig, build_prompt, run_diagnosis
 from diagnose.evidence import EpisodeInput, Evidence, build_evidence
 
 pytestmark = pytest.mark.anyio
@@ -123,9 +123,7 @@ async def test_invalid_reports_fall_back_with_the_reason(b: SimpleNamespace) -> 
     ev, eps = _evidence(b)
     bad = good_report().replace('"cancel_order"]', '"refund_order"]')
     helper = ScriptedFakeHelper([good_report("casino"), bad])
-    report = await run_diagnosis(
-        ev, eps, helper=helper, config=DiagnosisConfig(budget=DiagnosisBudget(max_calls=2))
-    )
+    report = await run_diagnosis(ev, eps, helper=helper, config=DiagnosisConfig(max_calls=2))
     assert report.source == "fallback"
     assert "call budget spent" in (report.fallback_reason or "")
     assert "has no tool 'refund_order'" in (report.fallback_reason or "")
@@ -146,8 +144,8 @@ async def test_agent_repairs_its_report_after_feedback(b: SimpleNamespace) -> No
     ("steps", "config", "delay", "reason"),
     [
         ([ModelError("backend down")], DiagnosisConfig(), 0.0, "helper model failed: backend down"),
-        (["{}"] * 5, DiagnosisConfig(budget=DiagnosisBudget(max_tokens=300)), 0.0, "token budget spent"),
-        ([good_report()], DiagnosisConfig(budget=DiagnosisBudget(max_seconds=0.2)), 5.0, "time budget spent"),
+        (["{}"] * 5, DiagnosisConfig(max_tokens=300), 0.0, "token budget spent"),
+        ([good_report()], DiagnosisConfig(max_seconds=0.2), 5.0, "time budget spent"),
     ],
 )
 async def test_budgets_and_model_errors_fall_back(

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from arena.env.registry import Registry
-from diagnose.agent import DiagnosisBudget, DiagnosisConfig, run_diagnosis
+from diagnose.agent import DiagnosisConfig, run_diagnosis
 from diagnose.evidence import EnvMeta, build_evidence
 from diagnose.report import draft_schema, flatten_draft, schema_sizes, validate_draft
 from diagnose.wiring import episode_id
@@ -143,7 +143,7 @@ def test_schema_compiles_to_a_grammar(b: SimpleNamespace) -> None:
 async def test_a_prose_answer_is_followed_by_a_constrained_call_sized_to_the_cap(b: SimpleNamespace) -> None:
     ev, eps = _evidence(b)
     helper = ScriptedFakeHelper(["The shop environment is weak.", json.dumps(nested_answer())])
-    config = DiagnosisConfig(budget=DiagnosisBudget(max_calls=2, max_tokens_per_call=800))
+    config = DiagnosisConfig(max_calls=2, max_tokens_per_call=800)
     report = await run_diagnosis(ev, eps, helper=helper, sandbox=None, config=config)
     assert report.source == "agent", report.fallback_reason
     assert report.guidelines[0].motif == "id_chaining"

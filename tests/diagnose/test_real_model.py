@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnose.agent import DiagnosisBudget, DiagnosisConfig, run_diagnosis
+from diagnose.agent import DiagnosisConfig, run_diagnosis
 from diagnose.evidence import build_evidence
 from diagnose.report import DiagnosisReport
 
@@ -38,9 +38,7 @@ async def test_embedded_model_diagnosis_is_valid_or_falls_back(
     evidence = build_evidence(1, eps, {"shop": b.SHOP, "bank": b.BANK})
     # A short budget: one constrained answer of at most 16 tokens (a shared CPU can make constrained
     # decoding crawl), which cannot hold a whole report: the agent's answer is cut short and rejected.
-    config = DiagnosisConfig(
-        budget=DiagnosisBudget(max_calls=1, max_tokens_per_call=16, max_seconds=120), trace_tokens=200
-    )
+    config = DiagnosisConfig(max_calls=1, max_tokens_per_call=16, max_seconds=120, trace_tokens=200)
     report = await run_diagnosis(evidence, eps, helper=helper, config=config)
     DiagnosisReport.model_validate(report.model_dump(mode="json"))
     assert report.usage.calls == 1

@@ -41,8 +41,8 @@ def test_toml_then_env_overrides(tmp_path: Path) -> None:
 
 def test_local_model_dtype_reaches_the_backend_spec(tmp_path: Path) -> None:
     config = load_config(environ={"ARENA_MODELS__HELPER__DTYPE": "bfloat16"})
-    assert config.models.helper.to_spec(tmp_path, role="helper").dtype == "bfloat16"
-    assert config.models.policy.to_spec(tmp_path).dtype is None  # float32 on CPU, bfloat16 on GPU
+    assert config.models.helper.dtype == "bfloat16"
+    assert config.models.policy.dtype is None  # float32 on CPU, bfloat16 on GPU
     with pytest.raises(ConfigError, match=r"models\.policy\.dtype"):
         load_config(environ={"ARENA_MODELS__POLICY__DTYPE": "float16"})
 

@@ -24,8 +24,8 @@ from arena.tasks.judge import JUDGE_SYSTEM
 from arena.tasks.model import Task
 from arena.types import Completion, Message, SamplingParams, ToolSpec
 from ops.cli import main
-from ops.config_sections import ModelConfig
 from ops.fidelity_report import build_report
+from simulate.backends import ModelSpec
 from simulate.fidelity import FidelityConfig, compare_call, measure_env
 from simulate.fidelity_facts import check_values
 from simulate.simulators.tool import TOOL_SYSTEM
@@ -206,10 +206,10 @@ async def test_a_judge_without_a_valid_answer_fails_the_episode(tmp_path: Path) 
 
 
 def test_a_model_config_names_its_model() -> None:
-    assert ModelConfig().identity() == "local:embedded"
-    http = ModelConfig(backend="http", model="Qwen/Qwen3-8B", base_url="http://vllm:8000/v1/")
+    assert ModelSpec().identity() == "local:embedded"
+    http = ModelSpec(backend="http", model="Qwen/Qwen3-8B", base_url="http://vllm:8000/v1/")
     assert http.identity() == "http:Qwen/Qwen3-8B@http://vllm:8000/v1"
-    relative = ModelConfig(model="models/helper")  # a folder: named by its absolute path
+    relative = ModelSpec(model="models/helper")  # a folder: named by its absolute path
     assert relative.identity() == f"local:{os.path.abspath('models/helper')}"
 
 
@@ -248,7 +248,7 @@ async def test_save_writes_a_row_that_latest_fidelity_reads(
 
     import simulate.backends
 
-    monkeypatch.setattr(simulate.backends, "build_chat_model", lambda spec: ScriptedFakeHelper())
+    monkeypatch.setattr(simulate.backends, "build_chat_model", lambda spec, **kw: ScriptedFakeHelper())
     config = _config(tmp_path)
     url = f"sqlite+aiosqlite:///{tmp_path / 'arena.db'}"
     async with Store(url) as store:
@@ -278,7 +278,7 @@ def test_save_refuses_a_store_not_migrated_before_measuring(
 ) -> None:
     import simulate.backends
 
-    def no_model(spec: Any) -> Any:
+    def no_model(spec: Any, **kw: Any) -> Any:
         raise AssertionError("the helper must not be loaded for a run that cannot be saved")
 
     monkeypatch.setattr(simulate.backends, "build_chat_model", no_model)

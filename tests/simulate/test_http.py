@@ -262,11 +262,11 @@ def test_model_spec_validation_and_factory() -> None:
         ModelSpec(backend="http", model="m", base_url="ftp://x")
     with pytest.raises(ValueError, match="extra"):
         ModelSpec.model_validate({"backend": "local", "nonsense": 1})
-    spec = ModelSpec(
-        backend="http", model="m", base_url="http://h:1/v1", api_key="k", max_retries=2, role="helper"
-    )
-    model = build_chat_model(spec)
+    with pytest.raises(ValueError, match="extra"):
+        ModelSpec.model_validate({"backend": "local", "role": "helper"})  # the role is not configuration
+    spec = ModelSpec(backend="http", model="m", base_url="http://h:1/v1", api_key="k", max_retries=2)
+    model = build_chat_model(spec, role="helper")
     assert isinstance(model, HttpChatModel)
     assert (model.name, model.role, model.retries) == ("m", "helper", 2) and not model.pin_sampling
-    assert build_chat_model(spec.model_copy(update={"role": "policy"})).pin_sampling  # type: ignore[attr-defined]
+    assert build_chat_model(spec).pin_sampling  # type: ignore[attr-defined]  (the policy, by default)
     assert json.dumps(spec.model_dump(mode="json")).count('"k"') == 0  # the key stays secret

@@ -239,7 +239,7 @@ def test_the_config_takes_several_urls_from_the_file_and_the_environment(tmp_pat
         "http://vllm-2:8000/v1",
     ]
     env = {"ARENA_MODELS__POLICY__REPLICA_URLS": '["http://vllm-3:8000/v1"]'}
-    spec = load_config(file, environ=env).models.policy.to_spec(tmp_path, "policy")
+    spec = load_config(file, environ=env).models.policy
     assert spec.urls == ["http://vllm-0:8000/v1", "http://vllm-3:8000/v1"] and spec.breaker_cooldown_s == 5
     model = build_chat_model(spec)
     assert model.pool is shared_pool(spec.urls)  # type: ignore[attr-defined]  (what the publisher joins)
@@ -422,7 +422,7 @@ async def test_a_replica_stopped_mid_phase_leaves_the_phase_to_the_other_and_rej
         f'replica_urls = ["{second.url}/v1"]\nbreaker_cooldown_s = 1\nconcurrency = 3\n'
         '[trainer]\nbase_model = "/srv/models/policy"\n'
     )
-    policy = build_chat_model(load_config(file, environ={}).models.policy.to_spec(tmp_path, "policy"))
+    policy = build_chat_model(load_config(file, environ={}).models.policy)
     pool = policy.pool  # type: ignore[attr-defined]
     items = await library_items()()
     config = TrainerConfig(
@@ -515,7 +515,7 @@ async def test_a_publish_drops_a_replica_that_cannot_load_it_and_one_that_return
         f'[trainer]\nbase_model = "{first.model}"\npublish_dir = "{tmp_path / "shared"}"\n'
     )
     config = load_config(file, environ={})
-    policy = build_chat_model(config.models.policy.to_spec(tmp_path, "policy"))
+    policy = build_chat_model(config.models.policy)
     pool = policy.pool  # type: ignore[attr-defined]
     publisher = http_publisher(phase_context(config))
     assert publisher.pool is pool  # the publisher and the policy clients share the replicas' state
