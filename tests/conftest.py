@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Property tests draw the same examples on every run. Some assert statistical properties (the
+# curriculum settling inside its band against noisy simulated learners) that a rare draw can break;
+# drawn afresh each run, such a test fails a landing at random (one did, for seed 3).
+hypothesis_settings.register_profile("arena", derandomize=True)
+hypothesis_settings.load_profile("arena")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # One model cache for the whole suite (and for `make run`): conversion from GGUF happens once.
