@@ -14,7 +14,8 @@ once per `METRICS_MAX_AGE_S`. The POSTs act on the daemon, so they run its corou
 (`on_daemon`) and answer once that is done.
 
 POST endpoints need `Authorization: Bearer <token>` when a token is configured; without a token the
-daemon only listens on a loopback address (`check_exposure`).
+daemon only listens on a loopback address (`check_exposure`). Until the daemon is ready (its store
+migrated and its state read) they answer 503 with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -148,6 +149,14 @@ def build_app(daemon: Controlled, token: str | None, on_daemon: OnDaemon) -> Scr
                 reason = await reason_of(request)
             except ValueError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=400)
+            if not daemon.ready:
+                # The API serves from the first moment, before the store is migrated: a pause
+                # written now would fail on a missing table, or be read over by the start-up.
+                return JSONResponse(
+                    {"error": f"the daemon is starting (store not ready): retry the {action}"},
+                    status_code=503,
+                    headers={"Retry-After": "1"},
+                )
             who = actor(request)
             if action == "pause":
                 changed = await on_daemon(daemon.pause, who, reason)

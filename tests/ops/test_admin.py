@@ -6,9 +6,10 @@ import re
 import shutil
 
 import anyio
+import httpx
 import pytest
 
-from ops.admin import AdminExposureError
+from ops.admin import AdminExposureError, build_app
 from ops.cli import main
 from ops.daemon import Daemon
 
@@ -30,12 +31,29 @@ async def test_changing_endpoints_need_the_token(make_config, fakes, run_daemon,
         bad = await client.post("/pause", headers=auth, content=b"{not json")
         assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
         assert (await client.get("/pause")).status_code == 405
+        await until(lambda: daemon.ready)
         ok = await client.post("/pause", headers=auth)
         assert ok.status_code == 200 and daemon.paused
-        await until(lambda: daemon.ready)
         status = (await client.get("/status")).json()
         assert {"round", "phase", "paused", "progress", "last_pass_rates", "curriculum"} <= set(status)
         await client.post("/stop", headers=auth)
+
+
+async def test_changing_endpoints_wait_for_the_store(make_config, fakes) -> None:
+    """Before the store is migrated a pause is refused with 503 and Retry-After, never half-applied."""
+    daemon = Daemon(make_config(), phases=fakes.fake_phases(steps=1), handle_signals=False)  # not started
+
+    async def on_daemon(fn, *args):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"{fn.__name__} reached the daemon before it was ready")
+
+    app = build_app(daemon, None, on_daemon)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://admin") as client:
+        for path in ("/pause", "/resume", "/stop"):
+            resp = await client.post(path)
+            assert resp.status_code == 503, path
+            assert resp.headers["retry-after"] == "1" and "starting" in resp.json()["error"]
+        assert (await client.get("/readyz")).status_code == 503
+    assert not daemon.paused and not daemon.stopping
 
 
 def test_refuses_public_address_without_token(make_config, capsys, monkeypatch, tmp_path) -> None:
