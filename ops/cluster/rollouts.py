@@ -14,8 +14,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ops.phases.jobs import EpisodeJob
+from trainer.config import TrainerConfig
+
 if TYPE_CHECKING:
     from ops.phases.base import PhaseContext
+
+
+class RolloutJob(EpisodeJob):
+    """An `EpisodeJob` of TRAIN's rollouts: the trainer's settings name the policy server to sample."""
+
+    # Its rollout_* fields: the policy server, its replicas, served model and key (`HttpPolicy`).
+    tconf: TrainerConfig
 
 
 async def run_rollout(
@@ -26,10 +36,10 @@ async def run_rollout(
     from ops.cluster.serving import follow_daemon
     from ops.phases.runtime import episode_helpers
     from simulate.replicas import find_shared_pool
-    from trainer.rollout import run_and_verify
-    from trainer.tasks import prepare_tasks
+    from work.episode import run_and_verify
+    from work.tasks import prepare_tasks
 
-    tconf = state.job.tconf
+    tconf, view = state.job.tconf, state.job.view
     if state.rollout_policy is None:
         from trainer.checkpoints import load_tokenizer
         from trainer.rollout_policy import HttpPolicy
@@ -46,7 +56,7 @@ async def run_rollout(
     prepared = state.prepared.get(item.full_id)
     if prepared is None:
         ready, skipped = await prepare_tasks(
-            [item], state.envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
+            [item], state.envs, sandbox=pool, system_prompt=view.system_prompt, tool_subset=view.tool_subset
         )
         if not ready:
             raise RuntimeError(f"task {item.full_id} could not be prepared on this worker: {skipped}")
@@ -54,20 +64,21 @@ async def run_rollout(
     helpers = await episode_helpers(state.ctx, [item])
     simulator = await state.ctx.models.helper() if prepared.env.kind == "simulated" else None
     return await run_and_verify(  # one token session per episode
-        policy, prepared, tconf, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
+        policy, prepared, view, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
     )
 
 
 def cluster_rollouts(
-    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, tokenizer_dir: str
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: TrainerConfig, tokenizer_dir: str
 ) -> Any:
     """The `RemoteEpisodes` that sends TRAIN's episodes to `ctx.cluster`'s workers."""
-    from ops.phases.jobs import EpisodeJob
     from simulate.replicas import serving_urls
+    from trainer.rollout import episode_view
 
-    job = EpisodeJob(
+    job = RolloutJob(
         round=ctx.round,
         phase=ctx.phase,
+        view=episode_view(tconf),
         tconf=tconf,
         tokenizer_dir=tokenizer_dir,
         needs_sandbox=any(envs[t.env].sandboxed for t in tasks),

@@ -4,7 +4,7 @@ Each worker holds what an episode needs near it: its own model clients (vLLM rep
 in production, the embedded model in a try-out), the environments as loaded from the shared
 configuration, and its own sandbox pool (sandbox workers are per node: they never cross machines).
 It runs an episode exactly as the daemon would, through `ops.phases.eval_runner.episode_runner`
-and so the trainer's `run_and_verify`; it never opens the store. The daemon commits what it
+and so `work.episode.run_and_verify`; it never opens the store. The daemon commits what it
 returns, so a worker lost mid-episode loses only that episode, which the daemon runs again.
 
 Workers also run task synthesis and its gates (`synthesize`, `ops.phases.synth_requests`).
@@ -176,7 +176,7 @@ class EpisodeWorker:
             runner = state.runners.get(item.task_id)
             if runner is None:
                 runner, runnable, skipped = await episode_runner(
-                    state.ctx, state.envs, [Task.model_validate(task)], state.job.tconf, pool
+                    state.ctx, state.envs, [Task.model_validate(task)], state.job.view, pool
                 )
                 if item.task_id not in runnable:
                     raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")

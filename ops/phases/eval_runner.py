@@ -1,8 +1,8 @@
 """Greedy evaluation episodes, shared by the fresh-task evaluation and the yardstick.
 
-Both run the trainer's own `run_and_verify` (the prompts, tool views and caps of training; the
-helper plays simulated environments); they differ only in the tool view: the fresh evaluation shows
-what training shows (`trainer.tool_subset`), the yardstick always every tool.
+Both run `work.episode.run_and_verify`, as training's rollouts do (the prompts, tool views and caps
+of training; the helper plays simulated environments); they differ only in the tool view: the fresh
+evaluation shows what training shows (`trainer.tool_subset`), the yardstick always every tool.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import structlog
 from ops.phases.base import PhaseContext
 from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem
 from ops.phases.runtime import episode_helpers
+from work.episode import EpisodeView, run_and_verify
+from work.tasks import prepare_tasks
 
 log = structlog.get_logger(__name__)
 
@@ -34,24 +36,21 @@ async def simulated_tasks(ctx: PhaseContext, env: Any, n: int, difficulty: Any, 
 
 
 async def episode_runner(
-    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], view: EpisodeView, pool: Any
 ) -> tuple[Runner | BatchRunner, set[str], list[str]]:
     """The episode runner, the task ids it can run, and a line per task that could not be prepared.
 
-    `tconf.tool_subset` decides the tool view of executable tasks (None: every tool). Every
-    episode, simulated or executable, goes through the trainer's `run_and_verify`: evaluation
-    measures exactly what training rewards.
+    `view.tool_subset` decides the tool view of executable tasks (None: every tool). Every
+    episode, simulated or executable, goes through `run_and_verify`, as training's rollouts do:
+    evaluation measures exactly what training rewards.
     """
-    from trainer.rollout import run_and_verify
-    from trainer.tasks import prepare_tasks
-
     prepared, skipped = await prepare_tasks(
-        tasks, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
+        tasks, envs, sandbox=pool, system_prompt=view.system_prompt, tool_subset=view.tool_subset
     )
     by_key = {p.key: p for p in prepared}
     if ctx.cluster is not None:
         return (
-            _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], tconf),
+            _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], view),
             set(by_key),
             skipped,
         )
@@ -65,7 +64,7 @@ async def episode_runner(
         transcript, verdict = await run_and_verify(
             policy,
             by_key[item.task_id],
-            tconf,
+            view,
             user=helpers.user,
             judge=helpers.judge,
             sandbox=pool,
@@ -82,7 +81,9 @@ async def episode_runner(
     return run, set(by_key), skipped
 
 
-def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> BatchRunner:
+def _cluster_runner(
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], view: EpisodeView
+) -> BatchRunner:
     """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
     from ops.phases.jobs import EpisodeJob
 
@@ -90,7 +91,7 @@ def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], t
     job = EpisodeJob(
         round=ctx.round,
         phase=ctx.phase,
-        tconf=tconf,
+        view=view,
         policy_weights=str(weights) if weights is not None else None,
         needs_sandbox=any(envs[t.env].sandboxed for t in tasks),
         sandbox_available=ctx.sandbox_available,

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from work.episode import EpisodeView
+
 
 class EpisodeJob(BaseModel):
     """What every episode of one phase's batch shares (sent to the cluster once per batch)."""
@@ -23,7 +25,8 @@ class EpisodeJob(BaseModel):
     job_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     round: int
     phase: str
-    tconf: Any  # trainer.config.TrainerConfig: the prompts, tool view, caps and sampling of the episodes
+    # The prompts, tool view, caps, sampling and reward rules of the episodes (None: synthesis only).
+    view: EpisodeView | None = None
     policy_weights: str | None = None  # the published checkpoint a local policy backend runs
     needs_sandbox: bool = False
     sandbox_available: bool | None = None

@@ -61,9 +61,7 @@ def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tup
         from ops.phases.jobs import EpisodeJob
 
         # A worker opens its sandbox pool per request, for a sandboxed environment's request only.
-        job = EpisodeJob(
-            round=ctx.round, phase=ctx.phase, tconf=None, sandbox_available=ctx.sandbox_available
-        )
+        job = EpisodeJob(round=ctx.round, phase=ctx.phase, sandbox_available=ctx.sandbox_available)
         return ctx.cluster.synthesizer(job), max(1, int(ctx.cluster.capacity))
 
     async def here(request: SynthesisRequest) -> SynthesisOutcome:
