@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ops.phases.jobs import EpisodeJob
 from trainer.config import TrainerConfig
+from work.jobs import EpisodeJob
+from work.kit import ModelSource
 
 if TYPE_CHECKING:
     from ops.phases.base import PhaseContext
@@ -29,15 +30,21 @@ class RolloutJob(EpisodeJob):
 
 
 async def run_rollout(
-    state: Any, task: dict[str, Any], request_model: str | None, serving: list[str] | None, pool: Any
+    state: Any,
+    models: ModelSource,
+    task: dict[str, Any],
+    request_model: str | None,
+    serving: list[str] | None,
+    pool: Any,
 ) -> tuple[Any, Any]:
-    """One episode of `task` on this worker, sampled from the policy server as the trainer asks."""
+    """One episode of `task` on this worker, sampled from the policy server as the trainer asks.
+
+    `state` is the worker's state of the job (its environments, the tasks it prepared, its client
+    of the policy server); `models` the worker's own, for the helper's roles."""
     from arena.tasks.model import Task
     from ops.cluster.serving import follow_daemon
-    from ops.phases.runtime import episode_helpers
     from simulate.replicas import find_shared_pool
-    from work.episode import run_and_verify
-    from work.tasks import prepare_tasks
+    from work.kit import episode_kit
 
     tconf, view = state.job.tconf, state.job.view
     if state.rollout_policy is None:
@@ -53,19 +60,14 @@ async def run_rollout(
     if serving is not None:
         follow_daemon(find_shared_pool([tconf.rollout_base_url, *tconf.rollout_replica_urls]), serving)
     item = Task.model_validate(task)
+    kit = await episode_kit(models, state.envs, [item], pool)
     prepared = state.prepared.get(item.full_id)
     if prepared is None:
-        ready, skipped = await prepare_tasks(
-            [item], state.envs, sandbox=pool, system_prompt=view.system_prompt, tool_subset=view.tool_subset
-        )
+        ready, skipped = await kit.prepare([item], view)
         if not ready:
             raise RuntimeError(f"task {item.full_id} could not be prepared on this worker: {skipped}")
         prepared = state.prepared[item.full_id] = ready[0]
-    helpers = await episode_helpers(state.ctx, [item])
-    simulator = await state.ctx.models.helper() if prepared.env.kind == "simulated" else None
-    return await run_and_verify(  # one token session per episode
-        policy, prepared, view, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
-    )
+    return await kit.run(prepared, view, policy)  # one token session per episode
 
 
 def cluster_rollouts(

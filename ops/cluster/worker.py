@@ -34,8 +34,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from ops.cluster.serving import follow_daemon
-from ops.phases.episodes import Runner, WorkItem
-from ops.phases.jobs import EpisodeJob
+from work.jobs import EpisodeJob, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 
@@ -169,15 +168,17 @@ class EpisodeWorker:
     ) -> tuple[Any, float]:
         """One episode of a batch and the seconds spent preparing its task (0 once prepared)."""
         from arena.tasks.model import Task
-        from ops.phases.eval_runner import episode_runner
+        from work.kit import episode_kit, episode_runner
 
         async with self._slots():
             started = time.perf_counter()
             runner = state.runners.get(item.task_id)
             if runner is None:
-                runner, runnable, skipped = await episode_runner(
-                    state.ctx, state.envs, [Task.model_validate(task)], state.job.view, pool
-                )
+                if state.job.view is None:
+                    raise ValueError(f"job {state.job.job_id} names no episode view: it runs no episodes")
+                tasks = [Task.model_validate(task)]
+                kit = await episode_kit(self.models, state.envs, tasks, pool)
+                runner, runnable, skipped = await episode_runner(kit, tasks, state.job.view)
                 if item.task_id not in runnable:
                     raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
                 state.runners[item.task_id] = runner
@@ -200,7 +201,7 @@ class EpisodeWorker:
         started = time.perf_counter()
         state = self._job(job_id)
         async with self._sandbox(state.ctx, state.job.needs_sandbox) as pool:
-            episode = await run_rollout(state, task, request_model, serving, pool)
+            episode = await run_rollout(state, self.models, task, request_model, serving, pool)
         return self._reply(episode, started)
 
     async def synthesize(self, job_id: str, request: Any) -> WorkerReply:

@@ -60,8 +60,8 @@ async def _one_repeat(
 ) -> list[Any]:
     from ops.cluster.bench import FAKE, bench_context, measure
     from ops.cluster.pool import WorkerPool
-    from ops.phases.jobs import EpisodeJob
     from trainer.rollout import episode_view
+    from work.jobs import EpisodeJob
 
     count = args.episodes if policy == FAKE else args.model_episodes
     local_ctx.round = first_round

@@ -12,10 +12,10 @@ from typing import Any
 import structlog
 
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem
-from ops.phases.runtime import episode_helpers
-from work.episode import EpisodeView, run_and_verify
-from work.tasks import prepare_tasks
+from work.episode import EpisodeView
+from work.jobs import BatchRunner, EpisodeJob, Runner
+from work.kit import EpisodeKit, episode_kit
+from work.kit import episode_runner as kit_runner
 
 log = structlog.get_logger(__name__)
 
@@ -42,51 +42,22 @@ async def episode_runner(
 
     `view.tool_subset` decides the tool view of executable tasks (None: every tool). Every
     episode, simulated or executable, goes through `run_and_verify`, as training's rollouts do:
-    evaluation measures exactly what training rewards.
+    evaluation measures exactly what training rewards. In cluster mode the episodes run on the
+    workers (prepared here too, so both sides agree on what can run); otherwise here, with a kit
+    of this process's models (`work.kit`).
     """
-    prepared, skipped = await prepare_tasks(
-        tasks, envs, sandbox=pool, system_prompt=view.system_prompt, tool_subset=view.tool_subset
-    )
-    by_key = {p.key: p for p in prepared}
     if ctx.cluster is not None:
-        return (
-            _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], view),
-            set(by_key),
-            skipped,
-        )
-    helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
-    # The helper plays a simulated environment's tools, user and judge.
-    simulated = any(envs[t.env].kind == "simulated" for t in tasks)
-    simulator = await ctx.models.helper() if simulated else None
-
-    async def run(item: WorkItem) -> EpisodeResult:
-        policy = await ctx.models.policy()
-        transcript, verdict = await run_and_verify(
-            policy,
-            by_key[item.task_id],
-            view,
-            user=helpers.user,
-            judge=helpers.judge,
-            sandbox=pool,
-            simulator=simulator,
-        )
-        return EpisodeResult(
-            reward=verdict.reward,
-            passed=verdict.passed,
-            finish=str(transcript.finish),
-            transcript=transcript.model_dump(mode="json"),
-            verdict=verdict.model_dump(mode="json"),
-        )
-
-    return run, set(by_key), skipped
+        prepared, skipped = await EpisodeKit(ctx.models, envs, pool).prepare(tasks, view)
+        keys = {p.key for p in prepared}
+        return _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in keys], view), keys, skipped
+    kit = await episode_kit(ctx.models, envs, tasks, pool)
+    return await kit_runner(kit, tasks, view)
 
 
 def _cluster_runner(
     ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], view: EpisodeView
 ) -> BatchRunner:
     """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
-    from ops.phases.jobs import EpisodeJob
-
     weights = ctx.models.policy_weights
     job = EpisodeJob(
         round=ctx.round,

@@ -29,7 +29,7 @@ import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
-from ops.phases.episodes import WorkItem, run_work_items
+from ops.phases.episodes import run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
 from ops.phases.outputs import EvaluateOutput
@@ -42,6 +42,7 @@ from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
 from ops.yardstick_history import read_latest, set_change_metrics
 from trainer.rollout import episode_view
+from work.jobs import WorkItem
 
 log = structlog.get_logger(__name__)
 

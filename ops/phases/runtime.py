@@ -11,7 +11,7 @@ import shutil
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -89,38 +89,6 @@ async def describe_sandboxed(ctx: PhaseContext, envs: dict[str, Any], names: Ite
             except EnvLoadError as exc:
                 log.warning("phase.env_undescribable", env=name, error=str(exc)[:300])
                 envs.pop(name)
-
-
-class EpisodeHelpers(NamedTuple):
-    """What executable tasks' episodes may need besides the policy (None where no task needs it)."""
-
-    user: Any  # a UserSimulator, for conversational tasks
-    judge: Any  # a ChatModel, for rubric checks
-
-
-async def episode_helpers(ctx: PhaseContext, tasks: Iterable[Any]) -> EpisodeHelpers:
-    """The simulated user and the rubric judge `tasks` need, both on the helper model.
-
-    Once the curriculum raises the `conversational` knob, synthesized tasks reveal their intent
-    only through a simulated user, and a task written by the helper (or by hand) may carry rubric
-    checks: without these, such episodes could not start and such checks could never pass.
-    """
-    from arena.tasks.model import RubricCheck
-
-    tasks = list(tasks)
-    conversational = any(t.mode == "conversational" for t in tasks)
-    rubric = any(isinstance(c, RubricCheck) for t in tasks for c in t.checks)
-    if not (conversational or rubric):
-        return EpisodeHelpers(user=None, judge=None)
-    helper = await ctx.models.helper()
-    from simulate.simulators.judge import TrajectoryJudge
-    from simulate.simulators.user import SimulatedUser
-
-    # Both wrappers count their calls under their own role (user, judge) in the model metrics.
-    return EpisodeHelpers(
-        user=SimulatedUser(helper) if conversational else None,
-        judge=TrajectoryJudge(helper) if rubric else None,
-    )
 
 
 def checkpoints_dir(ctx: PhaseContext) -> Path:

@@ -58,7 +58,7 @@ async def accept_outcome(
 def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tuple[RequestRunner, int]:
     """Where requests run and how many at once: the cluster's workers, else here one at a time."""
     if ctx.cluster is not None:
-        from ops.phases.jobs import EpisodeJob
+        from work.jobs import EpisodeJob
 
         # A worker opens its sandbox pool per request, for a sandboxed environment's request only.
         job = EpisodeJob(round=ctx.round, phase=ctx.phase, sandbox_available=ctx.sandbox_available)

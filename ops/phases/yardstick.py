@@ -31,13 +31,14 @@ import structlog
 from arena.store import YardstickRunRow, YardstickTaskRow, repo, repo_yardstick
 from arena.store.tables import utcnow
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, run_items
+from ops.phases.episodes import run_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.runtime import trainer_config
 from ops.phases.synth_dispatch import graph_tasks
 from ops.phases.tasks import pick
 from ops.phases.yardstick_scores import LEVELS, summarize
 from trainer.rollout import episode_view
+from work.jobs import BatchRunner, EpisodeResult, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 VERSION = 1  # of the drawing procedure, stored with every task

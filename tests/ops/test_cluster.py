@@ -419,7 +419,7 @@ def test_a_workers_reply_carries_what_ray_would_and_is_compressed() -> None:
     """Replies are packed as Ray itself would serialize them (cloudpickle: run-time classes and
     functions too), and a batch of transcripts shrinks well below Ray's 100 KB inline limit."""
     from ops.cluster.worker import WorkerReply
-    from ops.phases.episodes import EpisodeResult
+    from work.jobs import EpisodeResult
 
     transcript = {"messages": [{"role": "tool", "content": f"row {i}: ok"} for i in range(400)]}
     batch = [EpisodeResult(reward=1.0, passed=True, transcript=transcript).as_json_text() for _ in range(32)]
