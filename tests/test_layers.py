@@ -167,3 +167,10 @@ def test_the_daemon_imports_no_cli_command() -> None:
         and module not in leaves
     )
     assert offenders == []
+
+
+def test_the_cluster_worker_runs_work_without_a_phase_context() -> None:
+    """A Ray worker runs jobs through `work` with its own models and environments: it imports no
+    phase context (`ops.phases.base`) and not the daemon's evaluation runner."""
+    graph = import_graph(ROOT, "ops")
+    assert not {"ops.phases.base", "ops.phases.eval_runner"} & set(graph.successors("ops.cluster.worker"))

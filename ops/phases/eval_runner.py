@@ -14,22 +14,25 @@ import structlog
 from ops.phases.base import PhaseContext
 from work.episode import EpisodeView
 from work.jobs import BatchRunner, EpisodeJob, Runner
-from work.kit import EpisodeKit, episode_kit
+from work.kit import EpisodeKit, ModelSource, episode_kit
 from work.kit import episode_runner as kit_runner
 
 log = structlog.get_logger(__name__)
 
 
-async def simulated_tasks(ctx: PhaseContext, env: Any, n: int, difficulty: Any, *, seed: int) -> list[Any]:
-    """Up to `n` tasks of a simulated environment from the TRUSTEE task generator (failures logged)."""
+async def simulated_tasks(
+    models: ModelSource, round_no: int, env: Any, n: int, difficulty: Any, *, seed: int
+) -> list[Any]:
+    """Up to `n` tasks of a simulated environment from the TRUSTEE task generator on `models`' helper
+    (failures logged), stamped with round `round_no`."""
     from simulate.simulators.common import SimulatorError
     from simulate.simulators.taskgen import TaskGenerator
 
-    generator = TaskGenerator(await ctx.models.helper())
+    generator = TaskGenerator(await models.helper())
     out = []
     for i in range(n):
         try:
-            out.append(await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=ctx.round))
+            out.append(await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=round_no))
         except SimulatorError as exc:
             log.warning("eval.taskgen_failed", env=env.name, problems=exc.problems[:3])
     return out

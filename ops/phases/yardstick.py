@@ -105,7 +105,7 @@ async def _draw(
                     label="yardstick",
                 )
             else:
-                drawn = await simulated_tasks(ctx, env, n, difficulty, seed=seed)
+                drawn = await simulated_tasks(ctx.models, ctx.round, env, n, difficulty, seed=seed)
             for task in drawn:
                 task = task.model_copy(update={"id": f"ys-{level}-{task.id}"[:180], "round": None})
                 rows.append(

@@ -280,6 +280,7 @@ async def test_a_grounded_request_rejects_references_with_ids_nobody_showed(
     from arena.difficulty import Difficulty
     from ops.phases.runtime import load_envs
     from ops.phases.synth_requests import graph_request, run_request
+    from ops.phases.synth_site import SynthesisSite
 
     ctx = phase_context(make_config(ARENA_SYNTHESIS__MAX_ATTEMPTS="10"), phase="synthesize")
     envs = load_envs(ctx)
@@ -287,6 +288,8 @@ async def test_a_grounded_request_rejects_references_with_ids_nobody_showed(
     loose = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False)
     grounded = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False, grounded=True)
     assert not loose.grounded and grounded.grounded
-    outcome = await run_request(ctx, envs, grounded, None)
+    outcome = await run_request(SynthesisSite.of(ctx), envs, grounded, None)
     assert len(outcome.tasks) == 6 and outcome.report.rejections.get("ungrounded", 0) > 0
-    assert (await run_request(ctx, envs, loose, None)).report.rejections.get("ungrounded", 0) == 0
+    assert (await run_request(SynthesisSite.of(ctx), envs, loose, None)).report.rejections.get(
+        "ungrounded", 0
+    ) == 0
