@@ -3,8 +3,8 @@
 A `SynthesisRequest` names one environment's batch of synthesis (graph or targeted tasks through
 their gates, or a simulated environment's generated tasks) by values only, so that it can cross
 to a Ray worker: the environment, models and sandbox pool are those of the process that runs it
-(`run_request`, given that process's `SynthesisSite`). Synthesis is deterministic in (environment, seed, index), so a request a lost
-worker held runs again elsewhere with the same result.
+(`run_request`, given that process's `SynthesisSite`). Synthesis is deterministic in (environment,
+seed, index), so a request a lost worker held runs again elsewhere with the same result.
 
 This is the work a cluster worker runs (`ops.cluster.worker` imports it), so it imports nothing of
 the daemon's side: where requests run and what the daemon alone does with an outcome (the gate

@@ -247,7 +247,8 @@ def by_budget(tasks: Sequence[Any], turns: int, tokens: int) -> list[tuple[tuple
 
 
 def with_budget(view: Any, turns: int, tokens: int) -> Any:
-    """`view` (an `EpisodeView`, a `TrainerConfig`) with `turns` turns of `tokens` tokens; the episode's token cap grows by what was added."""
+    """`view` (an `EpisodeView`, a `TrainerConfig`) with `turns` turns of `tokens` tokens; the
+    episode's token cap grows by what was added."""
     episode = view.episode
     extra = max(0, turns * tokens - episode.max_turns * episode.max_tokens_per_turn)
     update = {
