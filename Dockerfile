@@ -36,6 +36,7 @@ COPY arena ./arena
 COPY simulate ./simulate
 COPY curriculum ./curriculum
 COPY diagnose ./diagnose
+COPY work ./work
 COPY trainer ./trainer
 COPY ops ./ops
 COPY config ./config

@@ -27,10 +27,11 @@ from arena.store import (
 )
 from arena.types import Message
 from ops.phases.base import PHASE_ORDER, BasePhase, PhaseContext
-from ops.phases.episodes import EpisodeResult, WorkItem, run_work_items, store_tasks
+from ops.phases.episodes import run_work_items, store_tasks
 from ops.phases.runtime import sandbox_pool
 from ops.soak_model import ModelServerFaults
 from ops.soak_train import DiskFaults
+from work.jobs import EpisodeResult, WorkItem
 
 # The sandboxed work of one stand-in episode: a tiny program, run in a confined worker.
 PROGRAM = (

@@ -4,7 +4,7 @@ A chat endpoint (or a local model rendering the whole conversation each turn) re
 earlier turn, and any re-rendering that differs from what was sampled (Qwen3's template drops the
 empty `<think>` block of earlier turns, tool-call JSON is re-serialized, BPE merges across the old
 boundary) starts a new token chain, of which the trainer can only train the first. Inside a
-`token_session` (one per episode: `trainer.rollout.run_and_verify` opens it), a policy that renders
+`token_session` (one per episode: `work.episode.run_and_verify` opens it), a policy that renders
 its own prompts — `simulate.token_chat.TokenChatModel` over HTTP, `simulate.local.LocalChatModel`
 in process — builds each turn's prompt with `chained_prompt`:
 

@@ -1,4 +1,4 @@
-"""The packages' direction: `arena` < `simulate` < `curriculum` < `diagnose` < `trainer` < `ops`.
+"""The packages' direction: `arena` < `simulate` < `curriculum` < `diagnose` < `work` < `trainer` < `ops`.
 
 A package never imports one after it, and no two modules inside a package import each other, even
 through others, counting imports inside functions and type-checking blocks (a package's `__init__`
@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["arena", "simulate", "curriculum", "diagnose", "trainer", "ops"]
+ORDER = ["arena", "simulate", "curriculum", "diagnose", "work", "trainer", "ops"]
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -39,6 +39,16 @@ def test_no_package_imports_one_above_it() -> None:
             if wrong := imported_packages(path) & above:
                 upward.append(f"{path.relative_to(ROOT)} imports {sorted(wrong)}")
     assert not upward, "\n".join(upward)
+
+
+def test_the_work_layer_imports_neither_the_trainer_nor_the_daemon() -> None:
+    """`work` runs the same jobs in the daemon and on a Ray worker: it never needs `trainer` or `ops`."""
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(found)
+        for path in sorted((ROOT / "work").rglob("*.py"))
+        if (found := imported_packages(path) & {"trainer", "ops"})
+    }
+    assert (ROOT / "work" / "episode.py").is_file() and wrong == {}
 
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
@@ -157,3 +167,10 @@ def test_the_daemon_imports_no_cli_command() -> None:
         and module not in leaves
     )
     assert offenders == []
+
+
+def test_the_cluster_worker_runs_work_without_a_phase_context() -> None:
+    """A Ray worker runs jobs through `work` with its own models and environments: it imports no
+    phase context (`ops.phases.base`) and not the daemon's evaluation runner."""
+    graph = import_graph(ROOT, "ops")
+    assert not {"ops.phases.base", "ops.phases.eval_runner"} & set(graph.successors("ops.cluster.worker"))

@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from arena.protocols import ChatModel, UserSimulator
 from curriculum.stats import Interval, bootstrap_mean, wilson
 from trainer.config import TrainerConfig
-from trainer.rollout import run_and_verify
-from trainer.tasks import PreparedTask
+from trainer.rollout import episode_view
+from work.episode import run_and_verify
+from work.tasks import PreparedTask
 
 
 class EpisodeScore(BaseModel):
@@ -94,11 +95,12 @@ async def evaluate(
     started = time.perf_counter()
     limiter = anyio.CapacityLimiter(config.rollout_concurrency)
     scores: list[EpisodeScore] = []
+    view = episode_view(config)
 
     async def one(item: PreparedTask, sample: int) -> None:
         async with limiter:
             transcript, verdict = await run_and_verify(
-                policy, item, config, user=user, judge=judge, sandbox=sandbox
+                policy, item, view, user=user, judge=judge, sandbox=sandbox
             )
         scores.append(
             EpisodeScore(

@@ -52,8 +52,8 @@ from trainer.publish import WeightPublisher
 from trainer.rollout import RolloutBridge, reward_from_rollout, task_prompt
 from trainer.rollout_policy import HttpPolicy, local_policy_factory
 from trainer.samples import infra_error
-from trainer.tasks import PreparedTask, prepare_tasks
 from trainer.weight_sync import publish_start
+from work.tasks import PreparedTask, prepare_tasks
 
 log = structlog.get_logger(__name__)
 

@@ -40,17 +40,15 @@ import anyio
 import anyio.from_thread
 import structlog
 
-from arena.episode.runner import run_episode
 from arena.episode.transcript import Transcript
 from arena.protocols import ChatModel, UserSimulator
 from arena.tasks.reward import Verdict
-from arena.tasks.verify import verify
-from simulate.token_chain import token_session
 from trainer.config import TrainerConfig
 from trainer.memory import release_memory
 from trainer.metrics import RolloutStats
 from trainer.samples import group_members, has_signal, infra_error, scored_reward, training_sample
-from trainer.tasks import PreparedTask
+from work.episode import Episode, EpisodeView, run_and_verify
+from work.tasks import PreparedTask
 
 log = structlog.get_logger(__name__)
 
@@ -70,77 +68,16 @@ def prompt_key(prompt: Any) -> str:
     return text[len(TASK_TAG) :]
 
 
-async def run_and_verify(
-    policy: ChatModel,
-    item: PreparedTask,
-    config: TrainerConfig,
-    *,
-    user: UserSimulator | None = None,
-    judge: ChatModel | None = None,
-    sandbox: Any = None,
-    simulator: ChatModel | None = None,
-) -> tuple[Transcript, Verdict]:
-    """One episode of a prepared task on a fresh instance, and its verdict.
-
-    `user` plays the user of a conversational task; `judge` grades rubric checks (without one they
-    fail, saying so). A task of a simulated environment runs on `simulator` (the helper model),
-    which plays its tools, its user and its judge (`simulate.simenv`); its tool results reach the
-    token chain as environment text, so they are never trained on.
-
-    The episode is one token session (`simulate.token_chain`): a policy that renders its own
-    prompts extends one chain turn after turn, in training and in every evaluation alike.
-    """
-    with token_session():
-        return await _episode(
-            policy, item, config, user=user, judge=judge, sandbox=sandbox, simulator=simulator
-        )
+def episode_view(config: TrainerConfig) -> EpisodeView:
+    """What `config`'s episodes show the policy and how they are capped and rewarded."""
+    return EpisodeView(
+        episode=config.episode,
+        reward=config.reward,
+        system_prompt=config.system_prompt,
+        tool_subset=config.tool_subset,
+    )
 
 
-async def _episode(
-    policy: ChatModel,
-    item: PreparedTask,
-    config: TrainerConfig,
-    *,
-    user: UserSimulator | None,
-    judge: ChatModel | None,
-    sandbox: Any,
-    simulator: ChatModel | None,
-) -> tuple[Transcript, Verdict]:
-    if item.env.kind == "simulated":
-        from simulate.simenv import run_simulated_episode
-
-        if simulator is None:
-            raise ValueError(f"task {item.key} is simulated: it needs the helper model as simulator")
-        episode = await run_simulated_episode(
-            policy,
-            item.env,
-            item.task,
-            helper=simulator,
-            config=config.episode,
-            system_prompt=item.system_prompt,
-        )
-        return episode.transcript, episode.verdict
-    instance = item.env.new_instance(sandbox=sandbox) if item.env.sandboxed else item.env.new_instance()
-    try:
-        transcript = await run_episode(
-            policy, instance, item.task, user=user, config=config.episode, system_prompt=item.system_prompt
-        )
-        verdict = await verify(
-            item.task,
-            instance,
-            transcript,
-            config=config.reward,
-            expected_state=item.expected_state,
-            env=item.env,
-            sandbox=sandbox,
-            judge=judge,
-        )
-    finally:
-        await instance.aclose()
-    return transcript, verdict
-
-
-Episode = tuple[Transcript, Verdict]
 # Runs one episode of the task with this key elsewhere, sampling as this policy does (its served model).
 RemoteEpisodes = Callable[[str, ChatModel], Awaitable[Episode]]
 
@@ -259,6 +196,7 @@ class RolloutBridge:
         if policy is not None:
             self._policy = policy
         assert self._policy is not None, "no policy: pass one or call the bridge from TRL"
+        view = episode_view(self.config)
         limiter = anyio.CapacityLimiter(self.config.rollout_concurrency)
         results: list[Episode | None] = [None] * len(keys)
 
@@ -271,7 +209,7 @@ class RolloutBridge:
                 results[i] = await run_and_verify(
                     self._policy,
                     self.tasks[key],
-                    self.config,
+                    view,
                     user=self.user,
                     judge=self.judge,
                     sandbox=self.sandbox,

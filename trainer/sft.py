@@ -39,7 +39,7 @@ from trainer.checkpoints import LINEAGE_FILE, Lineage, load_policy, save_checkpo
 from trainer.config import TrainerConfig
 from trainer.metrics import CheckpointInfo, OnStep, SafePoint, StepMetrics, TrainResult
 from trainer.precision import assistant_token_loss, autocast, train_dtype, use_bf16
-from trainer.tasks import PreparedTask, prepare_tasks
+from work.tasks import PreparedTask, prepare_tasks
 
 log = structlog.get_logger(__name__)
 

@@ -59,7 +59,7 @@ from trainer.shard_protocol import (
     StepReply,
     StepReport,
 )
-from trainer.tasks import PreparedTask
+from work.tasks import PreparedTask
 
 log = structlog.get_logger(__name__)
 

@@ -28,7 +28,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field
 
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, episode_values, run_items
+from ops.phases.episodes import episode_values, run_items
+from work.jobs import BatchRunner, EpisodeResult, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 FAKE = "scripted-reference-fake"

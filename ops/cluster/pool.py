@@ -26,8 +26,7 @@ import anyio
 import structlog
 
 from ops.cluster.worker import EpisodeWorker, WorkerReply
-from ops.phases.episodes import BatchRunner, EpisodeResult, WorkItem
-from ops.phases.jobs import EpisodeJob
+from work.jobs import BatchRunner, EpisodeJob, EpisodeResult, WorkItem
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig

@@ -14,22 +14,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainer.config import TrainerConfig
+from work.jobs import EpisodeJob
+from work.kit import ModelSource
+
 if TYPE_CHECKING:
     from ops.phases.base import PhaseContext
 
 
+class RolloutJob(EpisodeJob):
+    """An `EpisodeJob` of TRAIN's rollouts: the trainer's settings name the policy server to sample."""
+
+    # Its rollout_* fields: the policy server, its replicas, served model and key (`HttpPolicy`).
+    tconf: TrainerConfig
+
+
 async def run_rollout(
-    state: Any, task: dict[str, Any], request_model: str | None, serving: list[str] | None, pool: Any
+    state: Any,
+    models: ModelSource,
+    task: dict[str, Any],
+    request_model: str | None,
+    serving: list[str] | None,
+    pool: Any,
 ) -> tuple[Any, Any]:
-    """One episode of `task` on this worker, sampled from the policy server as the trainer asks."""
+    """One episode of `task` on this worker, sampled from the policy server as the trainer asks.
+
+    `state` is the worker's state of the job (its environments, the tasks it prepared, its client
+    of the policy server); `models` the worker's own, for the helper's roles."""
     from arena.tasks.model import Task
     from ops.cluster.serving import follow_daemon
-    from ops.phases.runtime import episode_helpers
     from simulate.replicas import find_shared_pool
-    from trainer.rollout import run_and_verify
-    from trainer.tasks import prepare_tasks
+    from work.kit import episode_kit
 
-    tconf = state.job.tconf
+    tconf, view = state.job.tconf, state.job.view
     if state.rollout_policy is None:
         from trainer.checkpoints import load_tokenizer
         from trainer.rollout_policy import HttpPolicy
@@ -43,31 +60,27 @@ async def run_rollout(
     if serving is not None:
         follow_daemon(find_shared_pool([tconf.rollout_base_url, *tconf.rollout_replica_urls]), serving)
     item = Task.model_validate(task)
+    kit = await episode_kit(models, state.envs, [item], pool)
     prepared = state.prepared.get(item.full_id)
     if prepared is None:
-        ready, skipped = await prepare_tasks(
-            [item], state.envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
-        )
+        ready, skipped = await kit.prepare([item], view)
         if not ready:
             raise RuntimeError(f"task {item.full_id} could not be prepared on this worker: {skipped}")
         prepared = state.prepared[item.full_id] = ready[0]
-    helpers = await episode_helpers(state.ctx, [item])
-    simulator = await state.ctx.models.helper() if prepared.env.kind == "simulated" else None
-    return await run_and_verify(  # one token session per episode
-        policy, prepared, tconf, user=helpers.user, judge=helpers.judge, sandbox=pool, simulator=simulator
-    )
+    return await kit.run(prepared, view, policy)  # one token session per episode
 
 
 def cluster_rollouts(
-    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, tokenizer_dir: str
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: TrainerConfig, tokenizer_dir: str
 ) -> Any:
     """The `RemoteEpisodes` that sends TRAIN's episodes to `ctx.cluster`'s workers."""
-    from ops.phases.jobs import EpisodeJob
     from simulate.replicas import serving_urls
+    from trainer.rollout import episode_view
 
-    job = EpisodeJob(
+    job = RolloutJob(
         round=ctx.round,
         phase=ctx.phase,
+        view=episode_view(tconf),
         tconf=tconf,
         tokenizer_dir=tokenizer_dir,
         needs_sandbox=any(envs[t.env].sandboxed for t in tasks),

@@ -3,17 +3,19 @@
 Each worker holds what an episode needs near it: its own model clients (vLLM replicas over HTTP
 in production, the embedded model in a try-out), the environments as loaded from the shared
 configuration, and its own sandbox pool (sandbox workers are per node: they never cross machines).
-It runs an episode exactly as the daemon would, through `ops.phases.eval_runner.episode_runner`
-and so the trainer's `run_and_verify`; it never opens the store. The daemon commits what it
-returns, so a worker lost mid-episode loses only that episode, which the daemon runs again.
+It runs an episode exactly as the daemon would: an `EpisodeKit` of those (`work.kit`) runs it
+through `work.episode.run_and_verify`. It has no phase context and never opens the store: the
+daemon commits what it returns, so a worker lost mid-episode loses only that episode, which the
+daemon runs again.
 
-Workers also run task synthesis and its gates (`synthesize`, `ops.phases.synth_requests`).
+Workers also run task synthesis and its gates (`synthesize`, `ops.phases.synth_requests`, given a
+`SynthesisSite` of the worker's own models, metrics and settings).
 Model-call records and the counters in `FORWARDED_COUNTERS` (sandbox kills, gate verdicts) made
 here go back with each result, and the daemon feeds them into its own metrics: Prometheus keeps
 one scrape target, the daemon.
 
-Direction: the worker imports the work it runs (`ops.phases.eval_runner`, `synth_requests`, the
-`EpisodeJob` of `ops.phases.jobs`), and none of those imports `ops.cluster` back.
+Direction: the worker imports the work it runs (`work`, `ops.phases.synth_requests`,
+`ops.cluster.rollouts`) and what it is sent (`work.jobs`), and none of those imports it back.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from ops.cluster.serving import follow_daemon
-from ops.phases.episodes import Runner, WorkItem
-from ops.phases.jobs import EpisodeJob
+from work.jobs import EpisodeJob, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 
@@ -78,18 +79,10 @@ FORWARDED_COUNTERS = ("sandbox_kills", "synthesis_gate", "tasks_synthesized")
 @dataclass
 class _JobState:
     job: EpisodeJob
-    ctx: Any
     envs: dict[str, Any]
     runners: dict[str, Runner] = field(default_factory=dict)  # task id -> its prepared episode runner
     prepared: dict[str, Any] = field(default_factory=dict)  # task id -> PreparedTask (rollouts)
     rollout_policy: Any = None  # the token-exact policy-server client of TRAIN's rollouts
-
-
-class StoreOwnedByDaemon:
-    """Stands in for the store on a worker: the daemon alone commits, so any use is a bug."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(f"a cluster worker never uses the store (store.{name}): the daemon commits")
 
 
 class EpisodeWorker:
@@ -128,13 +121,13 @@ class EpisodeWorker:
         }
 
     async def load_job(self, job: EpisodeJob) -> None:
-        """Keep `job`, its context and environments for the episodes that name it (sent once per worker)."""
-        from ops.phases.runtime import load_envs
+        """Keep `job` and its environments for the episodes that name it (sent once per worker)."""
+        from ops.phases.runtime import load_environments
 
         if job.job_id not in self._jobs:
-            ctx = self._context(job)
             # Loaded per job, so that environments SYNTHESIZE grew since the worker started are seen.
-            self._jobs[job.job_id] = _JobState(job=job, ctx=ctx, envs=load_envs(ctx))
+            envs = load_environments(self.config, self.metrics, sandbox_available=job.sandbox_available)
+            self._jobs[job.job_id] = _JobState(job=job, envs=envs)
             while len(self._jobs) > 4:  # a phase's batches; older jobs are done
                 self._jobs.popitem(last=False)
 
@@ -156,7 +149,7 @@ class EpisodeWorker:
                 )
             if item.task_id not in job.tasks:
                 raise LookupError(f"job {job_id} has no task {item.task_id!r}")
-        async with self._sandbox(state.ctx, job.needs_sandbox) as pool:
+        async with self._sandbox(job.needs_sandbox) as pool:
             done = await asyncio.gather(
                 *(self._run_one(state, item, job.tasks[item.task_id], pool) for item in items)
             )
@@ -169,15 +162,17 @@ class EpisodeWorker:
     ) -> tuple[Any, float]:
         """One episode of a batch and the seconds spent preparing its task (0 once prepared)."""
         from arena.tasks.model import Task
-        from ops.phases.eval_runner import episode_runner
+        from work.kit import episode_kit, episode_runner
 
         async with self._slots():
             started = time.perf_counter()
             runner = state.runners.get(item.task_id)
             if runner is None:
-                runner, runnable, skipped = await episode_runner(
-                    state.ctx, state.envs, [Task.model_validate(task)], state.job.tconf, pool
-                )
+                if state.job.view is None:
+                    raise ValueError(f"job {state.job.job_id} names no episode view: it runs no episodes")
+                tasks = [Task.model_validate(task)]
+                kit = await episode_kit(self.models, state.envs, tasks, pool)
+                runner, runnable, skipped = await episode_runner(kit, tasks, state.job.view)
                 if item.task_id not in runnable:
                     raise RuntimeError(f"task {item.task_id} could not be prepared on {self.name}: {skipped}")
                 state.runners[item.task_id] = runner
@@ -199,19 +194,27 @@ class EpisodeWorker:
 
         started = time.perf_counter()
         state = self._job(job_id)
-        async with self._sandbox(state.ctx, state.job.needs_sandbox) as pool:
-            episode = await run_rollout(state, task, request_model, serving, pool)
+        async with self._sandbox(state.job.needs_sandbox) as pool:
+            episode = await run_rollout(state, self.models, task, request_model, serving, pool)
         return self._reply(episode, started)
 
     async def synthesize(self, job_id: str, request: Any) -> WorkerReply:
         """Run one `SynthesisRequest` (graph tasks through their gates, or simulated tasks) here."""
         from ops.phases.synth_requests import run_request
+        from ops.phases.synth_site import SynthesisSite, no_safe_point
 
         started = time.perf_counter()
         state = self._job(job_id)
         env = state.envs.get(request.env)
-        async with self._sandbox(state.ctx, env is not None and env.sandboxed) as pool:
-            outcome = await run_request(state.ctx, state.envs, request, pool)
+        site = SynthesisSite(
+            round=state.job.round,
+            models=self.models,
+            metrics=self.metrics,
+            synthesis=self.config.synthesis,
+            safe_point=no_safe_point,  # pause and stop are the daemon's: it stops sending requests
+        )
+        async with self._sandbox(env is not None and env.sandboxed) as pool:
+            outcome = await run_request(site, state.envs, request, pool)
         return self._reply(outcome, started, counters=FORWARDED_COUNTERS)
 
     def _job(self, job_id: str) -> _JobState:
@@ -279,26 +282,8 @@ class EpisodeWorker:
         await self.models.policy()  # builds the client, and so the process's pool of its replicas
         follow_daemon(find_shared_pool(self.config.models.policy.urls), serving)
 
-    def _context(self, job: EpisodeJob) -> Any:
-        from ops.phases.base import PhaseContext
-
-        async def no_safe_point() -> None:
-            return None  # pause and stop are the daemon's: it stops sending episodes
-
-        return PhaseContext(
-            round=job.round,
-            phase=job.phase,
-            config=self.config,
-            store=StoreOwnedByDaemon(),  # type: ignore[arg-type]
-            metrics=self.metrics,
-            models=self.models,
-            _safe_point=no_safe_point,
-            _progress=lambda done, total, note="": None,
-            sandbox_available=job.sandbox_available,
-        )
-
     @asynccontextmanager
-    async def _sandbox(self, ctx: Any, needed: bool) -> AsyncIterator[Any]:
+    async def _sandbox(self, needed: bool) -> AsyncIterator[Any]:
         if not needed:
             yield None
             return
@@ -306,19 +291,19 @@ class EpisodeWorker:
             # The pool lives in a task of its own: its task group must be entered and left by one task,
             # and it serves every episode of this worker until the actor goes.
             self._pool_ready = asyncio.Event()
-            self._pool_task = asyncio.get_running_loop().create_task(self._hold_pool(ctx))
+            self._pool_task = asyncio.get_running_loop().create_task(self._hold_pool())
         assert self._pool_ready is not None
         await self._pool_ready.wait()
         if self._pool is None:
             raise RuntimeError(f"worker {self.name} could not start its sandbox pool")
         yield self._pool
 
-    async def _hold_pool(self, ctx: Any) -> None:
-        from ops.phases.runtime import sandbox_pool
+    async def _hold_pool(self) -> None:
+        from ops.phases.runtime import open_sandbox_pool
 
         assert self._pool_ready is not None
         try:
-            async with sandbox_pool(ctx) as pool:
+            async with open_sandbox_pool(self.config.sandbox, self.metrics) as pool:
                 self._pool = pool
                 self._pool_ready.set()
                 await asyncio.Event().wait()

@@ -25,11 +25,12 @@ async def _one_policy(
     from ops.phases.eval_runner import episode_runner
     from ops.phases.runtime import trainer_config
     from simulate.scripted_reference import ScriptedReferencePolicy
+    from trainer.rollout import episode_view
 
     fake = ScriptedReferencePolicy(tasks) if policy == FAKE else None
     ctx = bench_context(config, store, 1, policy=fake)
     tconf = trainer_config(ctx.config, ctx.round, temperature=0.0)
-    runner, runnable, skipped = await episode_runner(ctx, envs, tasks, tconf, None)
+    runner, runnable, skipped = await episode_runner(ctx, envs, tasks, episode_view(tconf), None)
     usable = [t for t in tasks if t.full_id in runnable]
     if not usable:
         raise CliError(f"no task could be prepared: {skipped[:3]}")
@@ -59,7 +60,8 @@ async def _one_repeat(
 ) -> list[Any]:
     from ops.cluster.bench import FAKE, bench_context, measure
     from ops.cluster.pool import WorkerPool
-    from ops.phases.jobs import EpisodeJob
+    from trainer.rollout import episode_view
+    from work.jobs import EpisodeJob
 
     count = args.episodes if policy == FAKE else args.model_episodes
     local_ctx.round = first_round
@@ -82,7 +84,7 @@ async def _one_repeat(
         pool = await WorkerPool(cfg, ctx.metrics).connect()
         try:
             ctx.cluster = pool
-            job = EpisodeJob(round=ctx.round, phase="bench", tconf=tconf, policy=fake)
+            job = EpisodeJob(round=ctx.round, phase="bench", view=episode_view(tconf), policy=fake)
             remote = pool.runner(job, {t.full_id: t.model_dump(mode="json") for t in usable})
             seconds, cpu, passed, worker_cpu = await measure(
                 ctx,

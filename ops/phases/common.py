@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ops.phases.base import PhaseContext
+if TYPE_CHECKING:
+    from ops.config import ArenaConfig
+    from ops.metrics import Metrics
 
 
-def registry(ctx: PhaseContext) -> Any:
+def registry(config: ArenaConfig, metrics: Metrics) -> Any:
     """The environment registry (bundled + ARENA_ENV_PATH + `data.env_path`), with metric labels declared."""
     from arena.env.registry import Registry
 
-    reg = Registry(ctx.config.data.env_path)
+    reg = Registry(config.data.env_path)
     envs = reg.load_all()
-    ctx.metrics.set_known(envs, {top_category(env) for env in envs.values()})
+    metrics.set_known(envs, {top_category(env) for env in envs.values()})
     return reg
 
 

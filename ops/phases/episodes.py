@@ -4,78 +4,29 @@ An episode is keyed by (round, task id, sample index). Before running, the keys 
 store are skipped, so a restarted phase never redoes committed episodes; each episode is stored in
 the next small transaction once it finishes (results that finish together share one), so a
 crash loses at most the episodes in flight.
-Between episodes the phase passes a safe point (pause/stop).
+Between episodes the phase passes a safe point (pause/stop). The items, results and runners are
+the work layer's (`work.jobs`): the same on a cluster worker.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import TaskRow, repo
 from arena.store.tables import JsonText, utcnow
 from ops.phases.base import PhaseContext, StopRequested
-
-
-class WorkItem(BaseModel):
-    """One episode to run: a task (as stored) and a sample index."""
-
-    task_id: str
-    env: str
-    sample_idx: int
-    task: dict[str, Any] = Field(default_factory=dict)
-
-
-class EpisodeResult(BaseModel):
-    """What running one work item produced."""
-
-    reward: float
-    passed: bool
-    finish: str = "stop"
-    # A str is the JSON text of one (`as_json_text`): how a cluster worker sends them.
-    transcript: dict[str, Any] | str = Field(default_factory=dict)
-    verdict: dict[str, Any] | str = Field(default_factory=dict)
-    # Where the episode ran: "local", or "<node id>/<pid>" of the Ray worker (cluster mode).
-    worker: str = "local"
-
-    def as_json_text(self) -> EpisodeResult:
-        """This result with its transcript and verdict encoded as JSON text.
-
-        A cluster worker sends its results so: the daemon, the one committer of every worker's
-        episodes, then neither rebuilds their structure off the wire nor encodes it for the store.
-        """
-        return self.model_copy(
-            update={"transcript": _json_text(self.transcript), "verdict": _json_text(self.verdict)}
-        )
-
-
-def _json_text(value: dict[str, Any] | str) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+from work.jobs import BatchRunner, EpisodeResult, Runner, WorkItem
 
 
 def _stored(value: dict[str, Any] | str) -> Any:
     # Text is a worker's encoding of the document: the store writes it as it is, not as a JSON string.
     return JsonText(value) if isinstance(value, str) else value
-
-
-Runner = Callable[[WorkItem], Awaitable[EpisodeResult]]
-
-
-@dataclass(frozen=True)
-class BatchRunner:
-    """A runner that takes up to `size` items per call, for cluster workers: each call costs the
-    daemon and the worker a dispatch, which short episodes share this way."""
-
-    run: Callable[[list[WorkItem]], Awaitable[list[EpisodeResult]]]
-    size: int
 
 
 def _one_at_a_time(runner: Runner) -> BatchRunner:

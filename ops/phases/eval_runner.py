@@ -1,8 +1,8 @@
 """Greedy evaluation episodes, shared by the fresh-task evaluation and the yardstick.
 
-Both run the trainer's own `run_and_verify` (the prompts, tool views and caps of training; the
-helper plays simulated environments); they differ only in the tool view: the fresh evaluation shows
-what training shows (`trainer.tool_subset`), the yardstick always every tool.
+Both run `work.episode.run_and_verify`, as training's rollouts do (the prompts, tool views and caps
+of training; the helper plays simulated environments); they differ only in the tool view: the fresh
+evaluation shows what training shows (`trainer.tool_subset`), the yardstick always every tool.
 """
 
 from __future__ import annotations
@@ -12,85 +12,60 @@ from typing import Any
 import structlog
 
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem
-from ops.phases.runtime import episode_helpers
+from work.episode import EpisodeView
+from work.jobs import BatchRunner, EpisodeJob, Runner
+from work.kit import EpisodeKit, ModelSource, episode_kit
+from work.kit import episode_runner as kit_runner
 
 log = structlog.get_logger(__name__)
 
 
-async def simulated_tasks(ctx: PhaseContext, env: Any, n: int, difficulty: Any, *, seed: int) -> list[Any]:
-    """Up to `n` tasks of a simulated environment from the TRUSTEE task generator (failures logged)."""
+async def simulated_tasks(
+    models: ModelSource, round_no: int, env: Any, n: int, difficulty: Any, *, seed: int
+) -> list[Any]:
+    """Up to `n` tasks of a simulated environment from the TRUSTEE task generator on `models`' helper
+    (failures logged), stamped with round `round_no`."""
     from simulate.simulators.common import SimulatorError
     from simulate.simulators.taskgen import TaskGenerator
 
-    generator = TaskGenerator(await ctx.models.helper())
+    generator = TaskGenerator(await models.helper())
     out = []
     for i in range(n):
         try:
-            out.append(await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=ctx.round))
+            out.append(await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=round_no))
         except SimulatorError as exc:
             log.warning("eval.taskgen_failed", env=env.name, problems=exc.problems[:3])
     return out
 
 
 async def episode_runner(
-    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any, pool: Any
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], view: EpisodeView, pool: Any
 ) -> tuple[Runner | BatchRunner, set[str], list[str]]:
     """The episode runner, the task ids it can run, and a line per task that could not be prepared.
 
-    `tconf.tool_subset` decides the tool view of executable tasks (None: every tool). Every
-    episode, simulated or executable, goes through the trainer's `run_and_verify`: evaluation
-    measures exactly what training rewards.
+    `view.tool_subset` decides the tool view of executable tasks (None: every tool). Every
+    episode, simulated or executable, goes through `run_and_verify`, as training's rollouts do:
+    evaluation measures exactly what training rewards. In cluster mode the episodes run on the
+    workers (prepared here too, so both sides agree on what can run); otherwise here, with a kit
+    of this process's models (`work.kit`).
     """
-    from trainer.rollout import run_and_verify
-    from trainer.tasks import prepare_tasks
-
-    prepared, skipped = await prepare_tasks(
-        tasks, envs, sandbox=pool, system_prompt=tconf.system_prompt, tool_subset=tconf.tool_subset
-    )
-    by_key = {p.key: p for p in prepared}
     if ctx.cluster is not None:
-        return (
-            _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in by_key], tconf),
-            set(by_key),
-            skipped,
-        )
-    helpers = await episode_helpers(ctx, [t for t in tasks if envs[t.env].kind == "executable"])
-    # The helper plays a simulated environment's tools, user and judge.
-    simulated = any(envs[t.env].kind == "simulated" for t in tasks)
-    simulator = await ctx.models.helper() if simulated else None
-
-    async def run(item: WorkItem) -> EpisodeResult:
-        policy = await ctx.models.policy()
-        transcript, verdict = await run_and_verify(
-            policy,
-            by_key[item.task_id],
-            tconf,
-            user=helpers.user,
-            judge=helpers.judge,
-            sandbox=pool,
-            simulator=simulator,
-        )
-        return EpisodeResult(
-            reward=verdict.reward,
-            passed=verdict.passed,
-            finish=str(transcript.finish),
-            transcript=transcript.model_dump(mode="json"),
-            verdict=verdict.model_dump(mode="json"),
-        )
-
-    return run, set(by_key), skipped
+        prepared, skipped = await EpisodeKit(ctx.models, envs, pool).prepare(tasks, view)
+        keys = {p.key for p in prepared}
+        return _cluster_runner(ctx, envs, [t for t in tasks if t.full_id in keys], view), keys, skipped
+    kit = await episode_kit(ctx.models, envs, tasks, pool)
+    return await kit_runner(kit, tasks, view)
 
 
-def _cluster_runner(ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], tconf: Any) -> BatchRunner:
+def _cluster_runner(
+    ctx: PhaseContext, envs: dict[str, Any], tasks: list[Any], view: EpisodeView
+) -> BatchRunner:
     """Cluster mode: the same episodes on the Ray workers (`ops.cluster`), committed here."""
-    from ops.phases.jobs import EpisodeJob
-
     weights = ctx.models.policy_weights
     job = EpisodeJob(
         round=ctx.round,
         phase=ctx.phase,
-        tconf=tconf,
+        view=view,
         policy_weights=str(weights) if weights is not None else None,
         needs_sandbox=any(envs[t.env].sandboxed for t in tasks),
         sandbox_available=ctx.sandbox_available,

@@ -6,7 +6,7 @@
 2. Fresh tasks every round at each environment's current curriculum difficulty: graph synthesis
    (gated) for executable environments, the TRUSTEE task generator for simulated ones
    (`round.eval_simulated`). Tasks are stored with the round and reused if the phase restarts.
-3. Episodes through the trainer's own `run_and_verify` (same prompts, tool views and caps as
+3. Episodes through `work.episode.run_and_verify` (same prompts, tool views and caps as
    training, temperature 0), stored one by one keyed by round/task/sample (`run_work_items`).
 4. Beside them the yardstick (`ops.phases.yardstick`): fixed tasks at fixed levels, every tool,
    greedy; its pass rates with 95% intervals say whether the policy got better.
@@ -29,7 +29,7 @@ import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
 from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.common import top_category
-from ops.phases.episodes import WorkItem, run_work_items
+from ops.phases.episodes import run_work_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner
 from ops.phases.new_envs import built_env_names
 from ops.phases.outputs import EvaluateOutput
@@ -41,6 +41,8 @@ from ops.phases.synth_requests import SynthesisRequest, graph_request
 from ops.phases.tasks import pick, stored_tasks
 from ops.phases.yardstick_scores import publish_metrics
 from ops.yardstick_history import read_latest, set_change_metrics
+from trainer.rollout import episode_view
+from work.jobs import WorkItem
 
 log = structlog.get_logger(__name__)
 
@@ -113,7 +115,7 @@ class EvaluatePhase(BasePhase):
         needs_pool = any(envs[n].sandboxed for n in {*chosen, *candidates})
         async with sandbox_pool(ctx, needed=needs_pool) as pool:
             tasks, reports = await self._tasks(ctx, envs, chosen, levels, pool)
-            runner, runnable, unprepared = await episode_runner(ctx, envs, tasks, tconf, pool)
+            runner, runnable, unprepared = await episode_runner(ctx, envs, tasks, episode_view(tconf), pool)
             items = [
                 WorkItem(task_id=t.full_id, env=t.env, sample_idx=i, task=t.model_dump(mode="json"))
                 for t in tasks

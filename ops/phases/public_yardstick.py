@@ -24,10 +24,11 @@ import structlog
 from arena.store import PublicRunRow, public_runs
 from arena.store.tables import utcnow
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import EpisodeResult, WorkItem, run_items
+from ops.phases.episodes import run_items
 from ops.phases.public_scores import PublicYardstick, public_gate, summarize
 from ops.phases.runtime import sandbox_pool
 from ops.phases.yardstick_scores import GateDecision
+from work.jobs import EpisodeResult, WorkItem
 
 log = structlog.get_logger(__name__)
 BENCHMARK = "bfcl"

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -21,6 +21,8 @@ from ops.phases.common import registry
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
+    from ops.config_sections import SandboxConfig
+    from ops.metrics import Metrics
     from trainer.config import TrainerConfig
 
 log = structlog.get_logger(__name__)
@@ -33,14 +35,21 @@ def grown_envs_dir(ctx: PhaseContext) -> Path:
 
 
 def load_envs(ctx: PhaseContext) -> dict[str, Any]:
+    """A phase's environments: `load_environments` with its configuration, metrics and sandbox boundary."""
+    return load_environments(ctx.config, ctx.metrics, sandbox_available=ctx.sandbox_available)
+
+
+def load_environments(
+    config: ArenaConfig, metrics: Metrics, *, sandbox_available: bool | None
+) -> dict[str, Any]:
     """Every registered environment by name (labels declared for the metrics), grown ones last.
 
-    Without a sandbox boundary (`ctx.sandbox_available` False) the environments whose tools must
+    Without a sandbox boundary (`sandbox_available` False) the environments whose tools must
     run in the sandbox (synthesized ones; every one with ARENA_SANDBOX=all) are refused, so the
     honest ones go on being evaluated and trained; the daemon said why at start-up.
     """
-    envs = registry(ctx).load_all()
-    grown = grown_envs_dir(ctx)
+    envs = registry(config, metrics).load_all()
+    grown = config.envs_dir
     if grown.is_dir():
         from arena.env.errors import EnvLoadError
         from arena.env.loader import load_environment
@@ -57,11 +66,11 @@ def load_envs(ctx: PhaseContext) -> dict[str, Any]:
                 log.warning("phase.env_folder_broken", folder=str(folder), error=str(exc)[:300])
                 continue
             envs[env.name] = env
-    return _usable(ctx, envs)
+    return _usable(sandbox_available, envs)
 
 
-def _usable(ctx: PhaseContext, envs: dict[str, Any]) -> dict[str, Any]:
-    if ctx.sandbox_available is not False:
+def _usable(sandbox_available: bool | None, envs: dict[str, Any]) -> dict[str, Any]:
+    if sandbox_available is not False:
         return envs
     refused = sorted(name for name, env in envs.items() if getattr(env, "sandboxed", False))
     if refused:
@@ -89,38 +98,6 @@ async def describe_sandboxed(ctx: PhaseContext, envs: dict[str, Any], names: Ite
             except EnvLoadError as exc:
                 log.warning("phase.env_undescribable", env=name, error=str(exc)[:300])
                 envs.pop(name)
-
-
-class EpisodeHelpers(NamedTuple):
-    """What executable tasks' episodes may need besides the policy (None where no task needs it)."""
-
-    user: Any  # a UserSimulator, for conversational tasks
-    judge: Any  # a ChatModel, for rubric checks
-
-
-async def episode_helpers(ctx: PhaseContext, tasks: Iterable[Any]) -> EpisodeHelpers:
-    """The simulated user and the rubric judge `tasks` need, both on the helper model.
-
-    Once the curriculum raises the `conversational` knob, synthesized tasks reveal their intent
-    only through a simulated user, and a task written by the helper (or by hand) may carry rubric
-    checks: without these, such episodes could not start and such checks could never pass.
-    """
-    from arena.tasks.model import RubricCheck
-
-    tasks = list(tasks)
-    conversational = any(t.mode == "conversational" for t in tasks)
-    rubric = any(isinstance(c, RubricCheck) for t in tasks for c in t.checks)
-    if not (conversational or rubric):
-        return EpisodeHelpers(user=None, judge=None)
-    helper = await ctx.models.helper()
-    from simulate.simulators.judge import TrajectoryJudge
-    from simulate.simulators.user import SimulatedUser
-
-    # Both wrappers count their calls under their own role (user, judge) in the model metrics.
-    return EpisodeHelpers(
-        user=SimulatedUser(helper) if conversational else None,
-        judge=TrajectoryJudge(helper) if rubric else None,
-    )
 
 
 def checkpoints_dir(ctx: PhaseContext) -> Path:
@@ -167,19 +144,27 @@ def sandbox_limits(cfg: Any) -> Any:
 
 @asynccontextmanager
 async def sandbox_pool(ctx: PhaseContext, *, needed: bool = True) -> AsyncIterator[Any]:
-    """A sandbox pool sized by config whose kills feed `arena_sandbox_kills_total` (None if not needed)."""
+    """A phase's sandbox pool: `open_sandbox_pool` with its `[sandbox]` section and metrics."""
+    async with open_sandbox_pool(ctx.config.sandbox, ctx.metrics, needed=needed) as pool:
+        yield pool
+
+
+@asynccontextmanager
+async def open_sandbox_pool(
+    cfg: SandboxConfig, metrics: Metrics, *, needed: bool = True
+) -> AsyncIterator[Any]:
+    """A sandbox pool sized by `cfg` whose kills feed `arena_sandbox_kills_total` (None if not needed)."""
     from arena.sandbox import SandboxPool
 
     if not needed:
         yield None
         return
 
-    cfg = ctx.config.sandbox
     limits = sandbox_limits(cfg)
 
     def on_kill(kind: str) -> None:
-        ctx.metrics.sandbox_kills.labels(reason=kind).inc()
-        ctx.metrics.errors.labels(component="sandbox").inc()
+        metrics.sandbox_kills.labels(reason=kind).inc()
+        metrics.errors.labels(component="sandbox").inc()
 
     async with SandboxPool(limits, workers=cfg.workers, on_kill=on_kill) as pool:
         yield pool

@@ -16,13 +16,13 @@ from typing import Any
 
 import structlog
 
-from ops.phases.base import PhaseContext
+from ops.phases.synth_site import SynthesisSite
 
 log = structlog.get_logger(__name__)
 
 
 async def simulated_training_tasks(
-    ctx: PhaseContext,
+    site: SynthesisSite,
     env: Any,
     n: int,
     difficulty: Any,
@@ -36,26 +36,26 @@ async def simulated_training_tasks(
     from simulate.simulators.judge import TrajectoryJudge
     from simulate.simulators.taskgen import TaskGenerator
 
-    helper = await ctx.models.helper()
+    helper = await site.models.helper()
     generator, judge = TaskGenerator(helper), TrajectoryJudge(helper)
     started = time.perf_counter()
     kept: list[Any] = []
     rejections: Counter[str] = Counter()
     attempts = 0
-    for i in range(max(1, n * ctx.config.synthesis.max_attempts)):
+    for i in range(max(1, n * site.synthesis.max_attempts)):
         if len(kept) >= n:
             break
-        await ctx.safe_point()
+        await site.safe_point()
         attempts += 1
         try:
-            task = await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=ctx.round)
+            task = await generator.generate(env, difficulty, seed=seed * 100 + i, round_id=site.round)
         except SimulatorError as exc:
             rejections["taskgen"] += 1
             log.info("synth.sim_taskgen_failed", env=env.name, problems=exc.problems[:2])
             continue
         gates = await run_sim_gates(task, judge)
         for g in gates:
-            ctx.metrics.synthesis_gate.labels(
+            site.metrics.synthesis_gate.labels(
                 gate=f"sim_{g.gate}", result="accepted" if g.held else "rejected"
             ).inc()
         failed = next((g for g in gates if not g.held), None)
@@ -64,7 +64,7 @@ async def simulated_training_tasks(
             log.debug("synth.sim_task_rejected", env=env.name, gate=failed.gate, detail=failed.detail)
             continue
         kept.append(task)
-    ctx.metrics.tasks_synthesized.labels(origin="simulated").inc(len(kept))
+    site.metrics.tasks_synthesized.labels(origin="simulated").inc(len(kept))
     seconds = time.perf_counter() - started
     reports.append(
         {

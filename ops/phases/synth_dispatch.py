@@ -19,6 +19,7 @@ from ops.phases.base import PhaseContext, StopRequested
 from ops.phases.held_out import fingerprint, fingerprints
 from ops.phases.runtime import record_synthesis
 from ops.phases.synth_requests import SynthesisOutcome, SynthesisRequest, graph_request, run_request
+from ops.phases.synth_site import SynthesisSite
 from ops.phases.tasks import save_tasks
 
 log = structlog.get_logger(__name__)
@@ -58,16 +59,14 @@ async def accept_outcome(
 def request_runner(ctx: PhaseContext, envs: dict[str, Any], sandbox: Any) -> tuple[RequestRunner, int]:
     """Where requests run and how many at once: the cluster's workers, else here one at a time."""
     if ctx.cluster is not None:
-        from ops.phases.jobs import EpisodeJob
+        from work.jobs import EpisodeJob
 
         # A worker opens its sandbox pool per request, for a sandboxed environment's request only.
-        job = EpisodeJob(
-            round=ctx.round, phase=ctx.phase, tconf=None, sandbox_available=ctx.sandbox_available
-        )
+        job = EpisodeJob(round=ctx.round, phase=ctx.phase, sandbox_available=ctx.sandbox_available)
         return ctx.cluster.synthesizer(job), max(1, int(ctx.cluster.capacity))
 
     async def here(request: SynthesisRequest) -> SynthesisOutcome:
-        return await run_request(ctx, envs, request, sandbox)
+        return await run_request(SynthesisSite.of(ctx), envs, request, sandbox)
 
     return here, 1
 
@@ -159,5 +158,5 @@ async def graph_tasks(
         label=label,
         with_helper=False,
     )
-    outcome = await run_request(ctx, {env.name: env}, request, sandbox)
+    outcome = await run_request(SynthesisSite.of(ctx), {env.name: env}, request, sandbox)
     return await accept_outcome(ctx, request, outcome, reports)

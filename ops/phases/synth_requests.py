@@ -3,8 +3,8 @@
 A `SynthesisRequest` names one environment's batch of synthesis (graph or targeted tasks through
 their gates, or a simulated environment's generated tasks) by values only, so that it can cross
 to a Ray worker: the environment, models and sandbox pool are those of the process that runs it
-(`run_request`). Synthesis is deterministic in (environment, seed, index), so a request a lost
-worker held runs again elsewhere with the same result.
+(`run_request`, given that process's `SynthesisSite`). Synthesis is deterministic in (environment,
+seed, index), so a request a lost worker held runs again elsewhere with the same result.
 
 This is the work a cluster worker runs (`ops.cluster.worker` imports it), so it imports nothing of
 the daemon's side: where requests run and what the daemon alone does with an outcome (the gate
@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ops.phases.base import PhaseContext
+from ops.phases.synth_site import SynthesisSite
 
 RequestKind = Literal["graph", "simulated_training", "simulated_eval"]
 
@@ -85,9 +86,10 @@ def graph_request(
 
 
 async def run_request(
-    ctx: PhaseContext, envs: dict[str, Any], request: SynthesisRequest, sandbox: Any
+    site: SynthesisSite, envs: dict[str, Any], request: SynthesisRequest, sandbox: Any
 ) -> SynthesisOutcome:
-    """Synthesize `request` here: `ctx` gives the models, config and round; `sandbox` the pool."""
+    """Synthesize `request` here: `site` gives the models, metrics, settings and round; `sandbox`
+    the pool."""
     env = envs.get(request.env)
     if env is None:
         raise LookupError(f"no environment {request.env!r} to synthesize tasks for (DATA_DIR not shared?)")
@@ -96,19 +98,21 @@ async def run_request(
 
         reports: list[dict[str, Any]] = []
         tasks = await simulated_training_tasks(
-            ctx, env, request.n, request.difficulty, seed=request.seed, reports=reports
+            site, env, request.n, request.difficulty, seed=request.seed, reports=reports
         )
         return SynthesisOutcome(tasks=tasks, summary=reports[0] if reports else None)
     if request.kind == "simulated_eval":
         from ops.phases.eval_runner import simulated_tasks
 
-        tasks = await simulated_tasks(ctx, env, request.n, request.difficulty, seed=request.seed)
+        tasks = await simulated_tasks(
+            site.models, site.round, env, request.n, request.difficulty, seed=request.seed
+        )
         return SynthesisOutcome(tasks=tasks)
-    return await _run_graph(ctx, env, request, sandbox)
+    return await _run_graph(site, env, request, sandbox)
 
 
 async def _run_graph(
-    ctx: PhaseContext, env: Any, request: SynthesisRequest, sandbox: Any
+    site: SynthesisSite, env: Any, request: SynthesisRequest, sandbox: Any
 ) -> SynthesisOutcome:
     from arena.synth.filters import GateConfig
     from arena.synth.graph_tasks import synthesize_graph_tasks
@@ -116,15 +120,15 @@ async def _run_graph(
 
     if env.sandboxed and sandbox is not None:
         await env.describe(sandbox)  # a synthesized env's tool schemas and write tools (idempotent)
-    helper = await ctx.models.helper() if request.writer == "model" else None
+    helper = await site.models.helper() if request.writer == "model" else None
     kwargs: dict[str, Any] = {
         "seed": request.seed,
         "helper": helper,
         "writer": request.writer,
         "sandbox": sandbox if env.sandboxed else None,
         "gates": GateConfig(),
-        "round_id": ctx.round,
-        "max_attempts": request.max_attempts or max(8, request.n * ctx.config.synthesis.max_attempts),
+        "round_id": site.round,
+        "max_attempts": request.max_attempts or max(8, request.n * site.synthesis.max_attempts),
         "distractor_pool": request.distractor_pool,
         "difficulty": request.difficulty,
         "grounded": request.grounded,

@@ -23,7 +23,6 @@ from ops.phases.base import BasePhase, PhaseContext
 from ops.phases.outputs import SynthesizeOutput, TrainOutput
 from ops.phases.runtime import (
     current_policy_dir,
-    episode_helpers,
     http_publisher,
     load_envs,
     round_dir,
@@ -31,6 +30,7 @@ from ops.phases.runtime import (
     trainer_config,
 )
 from ops.phases.warmup import measure_warmup, training_envs, warmup_tasks
+from work.kit import episode_kit
 
 if TYPE_CHECKING:
     from ops.config import ArenaConfig
@@ -157,10 +157,8 @@ class TrainPhase(BasePhase):
                 policy_dir = sft.policy_dir
                 result["warmup_yardstick"] = await measure_warmup(ctx, envs, policy_dir, pool)
             ctx.progress(0, tconf.max_steps, "GRPO")
-            helpers = await episode_helpers(ctx, tasks)
-            # Simulated environments' tools, users and judge are the helper's to play.
-            simulated = any(envs[t.env].kind == "simulated" for t in tasks if t.env in envs)
-            simulator = await ctx.models.helper() if simulated else None
+            # Simulated environments' tools, users and judge are the helper's to play (the simulator).
+            kit = await episode_kit(ctx.models, envs, tasks, pool)
             grpo = await train_round(
                 ctx.round,
                 tasks,
@@ -171,9 +169,9 @@ class TrainPhase(BasePhase):
                 ctx.safe_point,
                 envs=envs,
                 sandbox=pool,
-                user=helpers.user,
-                judge=helpers.judge,
-                simulator=simulator,
+                user=kit.user,
+                judge=kit.judge,
+                simulator=kit.simulator,
                 # Rollouts from the policy server: it gets every update, so they stay on-policy.
                 publisher=http_publisher(ctx) if tconf.rollout_backend == "http" else None,
                 remote_episodes=_cluster_rollouts(ctx, envs, tasks, tconf, policy_dir),

@@ -30,6 +30,7 @@ from ops.phases.base import PhaseContext
 from ops.phases.publish import checkpoint_id, load_policy
 from ops.phases.synth_dispatch import accept_outcome
 from ops.phases.synth_requests import graph_request, run_request
+from ops.phases.synth_site import SynthesisSite
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +101,7 @@ async def warmup_tasks(
                 with_helper=False,
                 grounded=True,
             ).model_copy(update={"max_attempts": ATTEMPTS_PER_TASK * n})
-            outcome = await run_request(ctx, envs, request, None)
+            outcome = await run_request(SynthesisSite.of(ctx), envs, request, None)
             tasks += await accept_outcome(ctx, request, outcome, reports)
     tasks = in_turn(tasks, ctx.config.trainer.warmup_max_tasks)
     log.info("train.warmup_tasks", envs=len(names), tasks=len(tasks), per_env=per_env)

@@ -31,12 +31,14 @@ import structlog
 from arena.store import YardstickRunRow, YardstickTaskRow, repo, repo_yardstick
 from arena.store.tables import utcnow
 from ops.phases.base import PhaseContext
-from ops.phases.episodes import BatchRunner, EpisodeResult, Runner, WorkItem, run_items
+from ops.phases.episodes import run_items
 from ops.phases.eval_runner import episode_concurrency, episode_runner, simulated_tasks
 from ops.phases.runtime import trainer_config
 from ops.phases.synth_dispatch import graph_tasks
 from ops.phases.tasks import pick
 from ops.phases.yardstick_scores import LEVELS, summarize
+from trainer.rollout import episode_view
+from work.jobs import BatchRunner, EpisodeResult, Runner, WorkItem
 
 log = structlog.get_logger(__name__)
 VERSION = 1  # of the drawing procedure, stored with every task
@@ -103,7 +105,7 @@ async def _draw(
                     label="yardstick",
                 )
             else:
-                drawn = await simulated_tasks(ctx, env, n, difficulty, seed=seed)
+                drawn = await simulated_tasks(ctx.models, ctx.round, env, n, difficulty, seed=seed)
             for task in drawn:
                 task = task.model_copy(update={"id": f"ys-{level}-{task.id}"[:180], "round": None})
                 rows.append(
@@ -137,7 +139,8 @@ async def measure(
     async with ctx.store.transaction() as s:
         done = {(r.task_id, 0) for r in await repo_yardstick.runs(s, ctx.round, stage)}
     # Every tool, greedy: the yardstick never shares the training view's help (trainer.tool_subset).
-    tconf = trainer_config(ctx.config, ctx.round, temperature=0.0).model_copy(update={"tool_subset": None})
+    view = episode_view(trainer_config(ctx.config, ctx.round, temperature=0.0))
+    view = view.model_copy(update={"tool_subset": None})
     pending = [t for t in tasks if (t.full_id, 0) not in done]
     unprepared: list[str] = []
 
@@ -160,12 +163,12 @@ async def measure(
 
     # The groups run side by side through one limiter, so the policy's batches stay as full as
     # with one cap for every task and no more episodes run at once than `episode_concurrency`.
-    episode, slots = tconf.episode, episode_concurrency(ctx)
+    episode, slots = view.episode, episode_concurrency(ctx)
     limiters: dict[int, anyio.CapacityLimiter] = {}  # by items per call: a cluster batch holds one token
 
     async def run_group(turns: int, tokens: int, group: list[Any]) -> None:
         runner, runnable, skipped = await episode_runner(
-            ctx, envs, group, with_budget(tconf, turns, tokens), pool
+            ctx, envs, group, with_budget(view, turns, tokens), pool
         )
         unprepared.extend(skipped)
         items = [WorkItem(task_id=t.full_id, env=t.env, sample_idx=0) for t in group if t.full_id in runnable]
@@ -243,16 +246,17 @@ def by_budget(tasks: Sequence[Any], turns: int, tokens: int) -> list[tuple[tuple
     return sorted(groups.items())
 
 
-def with_budget(tconf: Any, turns: int, tokens: int) -> Any:
-    """`tconf` with `turns` turns of `tokens` tokens; the episode's token cap grows by what was added."""
-    episode = tconf.episode
+def with_budget(view: Any, turns: int, tokens: int) -> Any:
+    """`view` (an `EpisodeView`, a `TrainerConfig`) with `turns` turns of `tokens` tokens; the
+    episode's token cap grows by what was added."""
+    episode = view.episode
     extra = max(0, turns * tokens - episode.max_turns * episode.max_tokens_per_turn)
     update = {
         "max_turns": turns,
         "max_tokens_per_turn": tokens,
         "max_total_tokens": episode.max_total_tokens + extra,
     }
-    return tconf.model_copy(update={"episode": episode.model_copy(update=update)})
+    return view.model_copy(update={"episode": episode.model_copy(update=update)})
 
 
 async def _reuse(ctx: PhaseContext, stage: str, policy: str, wanted: set[str]) -> dict[str, Any] | None:

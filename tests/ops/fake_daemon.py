@@ -17,7 +17,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from arena.store import TaskRow, repo
 from ops.phases.base import PHASE_ORDER, BasePhase, PhaseContext
-from ops.phases.episodes import EpisodeResult, WorkItem, run_work_items, store_tasks
+from ops.phases.episodes import run_work_items, store_tasks
+from work.jobs import EpisodeResult, WorkItem
 
 
 class StepPhase(BasePhase):

@@ -62,7 +62,7 @@ async def test_a_conversation_renders_alike_in_sft_grpo_and_evaluation(
     from trainer.config import TrainerConfig
     from trainer.rollout_policy import HttpPolicy, local_policy_factory
     from trainer.sft import IGNORE, reference_messages, render_examples
-    from trainer.tasks import prepare_tasks
+    from work.tasks import prepare_tasks
 
     folder = thinking_model(embedded_model_path, tmp_path / "policy")
     library = Registry().load_all()["library"]

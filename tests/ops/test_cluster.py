@@ -193,6 +193,43 @@ async def test_a_worker_samples_only_the_replicas_the_daemon_keeps_serving(make_
     assert [r.serving for r in pool.replicas] == [True, True]
 
 
+@pytest.mark.anyio
+async def test_a_worker_runs_a_jobs_episodes_with_its_own_models_and_environments(
+    make_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker has no phase context and no store: it loads the job's environments from its own
+    configuration and runs each episode through an `EpisodeKit` of its own models (`work.kit`)."""
+    import ops.cluster.worker as worker_module
+    from ops.cluster.bench import bench_tasks
+    from ops.cluster.worker import EpisodeWorker
+    from ops.phases.runtime import trainer_config
+    from simulate.scripted_reference import ScriptedReferencePolicy
+    from trainer.rollout import episode_view
+    from work.jobs import EpisodeJob, EpisodeResult, WorkItem
+
+    monkeypatch.setattr(worker_module, "_node_id", lambda: "node-without-ray")  # no Ray runtime here
+    config = make_config()
+    _, tasks = bench_tasks(["library"])
+    task = tasks[0]
+    worker = EpisodeWorker(config)
+    assert not hasattr(worker, "_context") and "store" not in vars(worker)
+    job = EpisodeJob(
+        round=1,
+        phase="evaluate",
+        view=episode_view(trainer_config(config, 1, temperature=0.0)),
+        policy=ScriptedReferencePolicy([task]),  # the reference, replayed: the episode passes
+        tasks={task.full_id: task.model_dump(mode="json")},
+    )
+    await worker.load_job(job)
+    item = WorkItem(task_id=task.full_id, env=task.env, sample_idx=0)
+    reply = await worker.run(job.job_id, [item, item.model_copy(update={"sample_idx": 1})])
+    results = reply.result()
+    assert [type(r) for r in results] == [EpisodeResult, EpisodeResult]
+    assert all(r.passed and r.worker.startswith("node-without") for r in results)
+    assert isinstance(results[0].transcript, str)  # sent as JSON text, as a Ray reply is
+    assert worker.episodes == 2 and reply.prepare_seconds is not None
+
+
 def test_bench_scale_measures_local_and_one_and_two_workers(ray_cluster, capsys) -> None:
     """The bench's figures come from real runs: every scripted-reference episode passes in every mode."""
     import json
@@ -296,6 +333,7 @@ async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_loca
     from ops.phases.runtime import load_envs
     from ops.phases.synth_dispatch import request_runner, synthesize_for_envs
     from ops.phases.synth_requests import graph_request, run_request
+    from ops.phases.synth_site import SynthesisSite
     from ops.phases.tasks import stored_tasks
 
     config = cluster_config(
@@ -316,7 +354,7 @@ async def test_synthesis_and_its_gates_run_on_the_workers_with_the_tasks_of_loca
             graph_request(ctx, "library", 2, seed=11, guideline=guideline, with_helper=False)
         )
         expected = {
-            name: [t for r in batch for t in (await run_request(ctx, envs, r, None)).tasks]
+            name: [t for r in batch for t in (await run_request(SynthesisSite.of(ctx), envs, r, None)).tasks]
             for name, batch in requests.items()
         }
         pool = await WorkerPool(config, ctx.metrics).connect()
@@ -419,7 +457,7 @@ def test_a_workers_reply_carries_what_ray_would_and_is_compressed() -> None:
     """Replies are packed as Ray itself would serialize them (cloudpickle: run-time classes and
     functions too), and a batch of transcripts shrinks well below Ray's 100 KB inline limit."""
     from ops.cluster.worker import WorkerReply
-    from ops.phases.episodes import EpisodeResult
+    from work.jobs import EpisodeResult
 
     transcript = {"messages": [{"role": "tool", "content": f"row {i}: ok"} for i in range(400)]}
     batch = [EpisodeResult(reward=1.0, passed=True, transcript=transcript).as_json_text() for _ in range(32)]

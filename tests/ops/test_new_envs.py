@@ -25,7 +25,7 @@ from ops.phases.new_envs import BuildLedger, built_env_names, recently_failed_ca
 from ops.phases.runtime import grown_envs_dir, load_envs, sandbox_pool
 from ops.phases.synthesize import SynthesizePhase
 from ops.phases.tasks import stored_tasks
-from trainer.tasks import prepare_tasks
+from work.tasks import prepare_tasks
 
 pytestmark = pytest.mark.anyio
 

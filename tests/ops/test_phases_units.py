@@ -253,37 +253,6 @@ async def test_evaluate_first_reloads_the_live_policy_into_a_policy_server_that_
     assert (tmp_path / "publish" / "round-0007-step-000008" / "model.safetensors").read_bytes() == b"weights"
 
 
-@pytest.mark.anyio
-async def test_episode_helpers_load_the_helper_only_for_tasks_that_need_it(
-    phase_context, make_config
-) -> None:
-    from arena.protocols import UserContext
-    from arena.tasks.model import RubricCheck, StateMatchCheck, Task
-    from ops.phases.runtime import episode_helpers
-    from simulate.simulators.judge import TrajectoryJudge
-    from simulate.simulators.user import SimulatedUser
-
-    helper = SimpleNamespace(name="scripted-helper")
-    loads: list[str] = []
-
-    async def load_helper() -> object:
-        loads.append("helper")
-        return helper
-
-    ctx = phase_context(make_config(), round_no=3, phase="synthesize")
-    ctx.models = SimpleNamespace(helper=load_helper)  # type: ignore[assignment]
-    plain = Task(id="plain", env="banking", instruction="Move $5 to savings.", checks=[StateMatchCheck()])
-    talk = plain.model_copy(
-        update={"id": "talk", "mode": "conversational", "user": UserContext(intent="Move $5 to savings.")}
-    )
-    graded = plain.model_copy(update={"id": "graded", "checks": [RubricCheck(criteria=["It is polite."])]})
-    assert await episode_helpers(ctx, [plain]) == (None, None) and loads == []
-    user, judge = await episode_helpers(ctx, [plain, talk])
-    assert isinstance(user, SimulatedUser) and user.model is helper and judge is None
-    user, judge = await episode_helpers(ctx, [graded])
-    assert user is None and isinstance(judge, TrajectoryJudge) and judge.model is helper
-
-
 def test_without_a_sandbox_boundary_sandboxed_envs_are_refused_and_the_rest_go_on(
     phase_context, make_config, monkeypatch
 ) -> None:
@@ -311,6 +280,7 @@ async def test_a_grounded_request_rejects_references_with_ids_nobody_showed(
     from arena.difficulty import Difficulty
     from ops.phases.runtime import load_envs
     from ops.phases.synth_requests import graph_request, run_request
+    from ops.phases.synth_site import SynthesisSite
 
     ctx = phase_context(make_config(ARENA_SYNTHESIS__MAX_ATTEMPTS="10"), phase="synthesize")
     envs = load_envs(ctx)
@@ -318,6 +288,8 @@ async def test_a_grounded_request_rejects_references_with_ids_nobody_showed(
     loose = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False)
     grounded = graph_request(ctx, "hotels", 6, seed=0, difficulty=vague, with_helper=False, grounded=True)
     assert not loose.grounded and grounded.grounded
-    outcome = await run_request(ctx, envs, grounded, None)
+    outcome = await run_request(SynthesisSite.of(ctx), envs, grounded, None)
     assert len(outcome.tasks) == 6 and outcome.report.rejections.get("ungrounded", 0) > 0
-    assert (await run_request(ctx, envs, loose, None)).report.rejections.get("ungrounded", 0) == 0
+    assert (await run_request(SynthesisSite.of(ctx), envs, loose, None)).report.rejections.get(
+        "ungrounded", 0
+    ) == 0

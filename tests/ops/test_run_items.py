@@ -11,7 +11,8 @@ import pytest
 
 from arena.store import Store, repo
 from ops.phases.base import StopRequested
-from ops.phases.episodes import BatchRunner, EpisodeResult, WorkItem, run_items, run_work_items
+from ops.phases.episodes import run_items, run_work_items
+from work.jobs import BatchRunner, EpisodeResult, WorkItem
 
 pytestmark = pytest.mark.anyio
 

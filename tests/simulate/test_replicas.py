@@ -385,7 +385,7 @@ def library_items() -> Any:
     """The library environment's hand-written tasks, prepared as a phase prepares them."""
     from arena.env.loader import BUNDLED_ROOT, load_environment
     from arena.tasks.toml_io import load_tasks
-    from trainer.tasks import prepare_tasks
+    from work.tasks import prepare_tasks
 
     env = load_environment(Path(BUNDLED_ROOT) / "library")
     assert env.tasks_path is not None
@@ -408,8 +408,8 @@ async def test_a_replica_stopped_mid_phase_leaves_the_phase_to_the_other_and_rej
     replicas: list[ServedReplica], tmp_path: Path
 ) -> None:
     from arena.episode.runner import EpisodeConfig
-    from trainer.config import TrainerConfig
-    from trainer.rollout import run_and_verify
+    from arena.tasks.reward import RewardConfig
+    from work.episode import EpisodeView, run_and_verify
 
     first, second = replicas
     for replica in replicas:
@@ -425,9 +425,10 @@ async def test_a_replica_stopped_mid_phase_leaves_the_phase_to_the_other_and_rej
     policy = build_chat_model(load_config(file, environ={}).models.policy)
     pool = policy.pool  # type: ignore[attr-defined]
     items = await library_items()()
-    config = TrainerConfig(
+    config = EpisodeView(
         system_prompt="compact",
         tool_subset=0,
+        reward=RewardConfig(),
         episode=EpisodeConfig(
             max_turns=2, max_tokens_per_turn=12, max_total_tokens=2048, params=SamplingParams(temperature=0)
         ),

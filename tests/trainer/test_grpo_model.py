@@ -18,7 +18,7 @@ from trainer.grpo import train_round
 from trainer.metrics import StepMetrics, TrainResult
 from trainer.rollout import RolloutBridge, SampledBatch
 from trainer.samples import has_signal
-from trainer.tasks import prepare_tasks
+from work.tasks import prepare_tasks
 
 from .tiny import assert_merged_lora_checkpoint, letters_task, tiny_config
 

@@ -125,7 +125,7 @@ async def test_multi_turn_http_rollouts_train_every_turn_of_one_token_chain(
     from trainer.rollout import RolloutBridge
     from trainer.samples import training_sample
     from trainer.sft import sft_warmup
-    from trainer.tasks import prepare_tasks
+    from work.tasks import prepare_tasks
 
     library = Registry().load_all()["library"]
     raw = usable_tasks(library, 5, [])

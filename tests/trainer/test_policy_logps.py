@@ -143,7 +143,7 @@ async def test_a_constrained_rollout_trains_what_it_sampled_and_nothing_the_gram
     from simulate.local import LocalChatModel
     from trainer.rollout import RolloutBridge, SampledBatch
     from trainer.samples import training_sample
-    from trainer.tasks import prepare_tasks
+    from work.tasks import prepare_tasks
 
     from .tiny import tiny_config
 

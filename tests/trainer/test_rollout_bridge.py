@@ -14,7 +14,7 @@ from arena.episode.transcript import Segment, TokenChain, Transcript
 from arena.tasks.reward import Verdict
 from trainer.rollout import RolloutBridge, SampledBatch, prompt_key, reward_from_rollout, task_prompt
 from trainer.samples import training_sample
-from trainer.tasks import PreparedTask
+from work.tasks import PreparedTask
 
 from .tiny import letters_task, tiny_config
 

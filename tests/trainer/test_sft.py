@@ -9,13 +9,21 @@ import pytest
 from arena.env.registry import Registry
 from arena.episode.history import policy_view
 from arena.episode.runner import EpisodeConfig, run_episode
+from arena.protocols import UserContext
 from arena.tasks.toml_io import load_tasks
 from arena.types import Completion, Message, ToolSpec, Usage
 from trainer.config import LoraConfig, SftConfig
-from trainer.sft import IGNORE, needs_warmup, reference_messages, render_examples, sft_warmup
-from trainer.tasks import prepare_tasks
+from trainer.sft import (
+    IGNORE,
+    needs_warmup,
+    opening_request,
+    reference_messages,
+    render_examples,
+    sft_warmup,
+)
+from work.tasks import prepare_tasks
 
-from .tiny import assert_merged_lora_checkpoint, tiny_config
+from .tiny import assert_merged_lora_checkpoint, letters_task, tiny_config
 
 pytestmark = pytest.mark.model
 
@@ -151,3 +159,16 @@ async def test_a_lora_warmup_trains_adapters_and_saves_the_merged_model(
     assert result.steps == 1 and result.metrics[0].finite() and result.metrics[0].loss > 0
     # Only the adapted projections moved: the step trained adapters, not the full weights.
     assert_merged_lora_checkpoint(embedded_model_path, result.policy_dir, lora)
+
+
+def test_a_conversational_tasks_reference_opens_with_its_whole_intent() -> None:
+    """The SFT reference of a conversational task opens with the whole intent, not the greeting."""
+    task = letters_task().model_copy(
+        update={
+            "mode": "conversational",
+            "instruction": "Hi, I need some help.",
+            "user": UserContext(intent="Say hello to me in one short sentence."),
+        }
+    )
+    assert opening_request(task) == "Say hello to me in one short sentence."
+    assert opening_request(letters_task()) == letters_task().instruction

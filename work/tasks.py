@@ -3,7 +3,8 @@
 Every episode of a task needs the same three things besides the policy: a fresh instance of its
 environment, the reference solution's final state (for `state_match`, computed once per task), and
 the system prompt built from the environment's rules. `prepare_tasks` resolves them once, so the
-GRPO rollouts, the SFT warm-up and the learning benchmark all use the same prompts and history.
+GRPO rollouts, the SFT warm-up, every evaluation and the learning benchmark all use the same
+prompts and history.
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ async def prepare_tasks(
     """Prepare `tasks`; returns the prepared ones and a line per skipped task (why it was skipped).
 
     A task is skipped when its reference solution does not replay (its `state_match` would have
-    no expected state). `system_prompt` and `tool_subset` are `TrainerConfig`'s knobs of the same
-    names: what the policy is shown, identical wherever these tasks are used.
+    no expected state). `system_prompt` and `tool_subset` are what the policy is shown (an
+    `EpisodeView`'s fields, `TrainerConfig`'s knobs of the same names), identical wherever these
+    tasks are used.
     """
     resolved = resolve_envs(tasks, envs)
     if sandbox is not None:

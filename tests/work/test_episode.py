@@ -1,4 +1,4 @@
-"""Rollouts with a simulated user and a rubric judge: scripted fakes for the control flow.
+"""Episodes with a simulated user and a rubric judge: scripted fakes for the control flow.
 
 The real-model path (a conversational EVALUATE on the embedded model) is in
 tests/ops/test_conversational_eval.py.
@@ -12,16 +12,40 @@ from pathlib import Path
 import pytest
 
 from arena.env.loader import BUNDLED_ROOT, load_environment
+from arena.episode.runner import EpisodeConfig
 from arena.protocols import UserContext, UserTurn
-from arena.tasks.model import RubricCheck
-from arena.types import Completion, Message
-from trainer.rollout import run_and_verify
-from trainer.sft import opening_request
-from trainer.tasks import prepare_tasks
-
-from .tiny import letters_task, tiny_config
+from arena.tasks.model import AnswerCheck, RubricCheck, Task
+from arena.tasks.reward import RewardConfig
+from arena.types import Completion, Message, SamplingParams
+from work.episode import EpisodeView, run_and_verify
+from work.tasks import prepare_tasks
 
 pytestmark = pytest.mark.anyio
+
+
+def letters_task() -> Task:
+    """A tool-less task of the library environment scored by the letters of its answer."""
+    return Task(
+        id="say-something",
+        env="library",
+        instruction="Say hello to me in one short sentence.",
+        checks=[AnswerCheck(name=f"has {c}", contains=[c]) for c in "cdlmrsuwy"],
+    )
+
+
+def tiny_view() -> EpisodeView:
+    """One short turn, compact prompt, no tools shown, rewarded by shaping."""
+    return EpisodeView(
+        episode=EpisodeConfig(
+            max_turns=1,
+            max_tokens_per_turn=12,
+            max_total_tokens=512,
+            params=SamplingParams(temperature=1.0, logprobs=True),
+        ),
+        reward=RewardConfig(shaping_only=True),
+        system_prompt="compact",
+        tool_subset=0,
+    )
 
 
 class ScriptedFakeChat:
@@ -65,10 +89,10 @@ async def test_a_rubric_check_is_graded_by_the_judge_given_and_fails_clearly_wit
     )
     item = await _prepared(task)
     policy = ScriptedFakeChat("Hello there, lovely to meet you!")
-    _, without = await run_and_verify(policy, item, tiny_config())
+    _, without = await run_and_verify(policy, item, tiny_view())
     assert without.checks[0].detail == "no judge model configured" and not without.passed
     judge = ScriptedFakeChat(VERDICT)
-    _, graded = await run_and_verify(policy, item, tiny_config(), judge=judge)
+    _, graded = await run_and_verify(policy, item, tiny_view(), judge=judge)
     assert graded.passed and graded.checks[0].detail == "all 1 criteria met"
     assert "Hello there, lovely to meet you!" in judge.requests[0][-1].content
 
@@ -84,11 +108,8 @@ async def test_a_conversational_task_needs_the_simulated_user_it_is_given() -> N
     item = await _prepared(task)
     user = ScriptedFakeUser()
     transcript, _ = await run_and_verify(
-        ScriptedFakeChat("Hello, what can I do?"), item, tiny_config(), user=user
+        ScriptedFakeChat("Hello, what can I do?"), item, tiny_view(), user=user
     )
     assert user.turns >= 1
     said = [m.content for m in transcript.messages if m.role == "user"]
     assert said[:2] == ["Hi, I need some help.", "Say hello to me in one short sentence."]
-    # The SFT reference of such a task opens with the whole intent, not with the greeting.
-    assert opening_request(task) == "Say hello to me in one short sentence."
-    assert opening_request(letters_task()) == letters_task().instruction
