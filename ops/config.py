@@ -7,6 +7,13 @@ a few names are fixed because operators and manifests rely on them (see `FIXED_E
 
 A bad value is reported as a `ConfigError` naming the key (and the variable or file it came from)
 and why, never as a traceback.
+
+Why the environment overlay is written here rather than through pydantic-settings (tried: 2.x,
+`env_prefix="ARENA_"`, `env_nested_delimiter="__"`, `extra="forbid"`): it ignores a variable whose
+section is misspelt (`ARENA_SECTON__KEY=1` loads the defaults without a word), its errors name the
+key but not the variable or file the value came from, and the fixed names (`ARENA_DATABASE_URL` for
+`store.url`) would need aliases on the lower packages' own models, which must not know Arena's
+variables. The overlay is the dozen lines of `env_overrides`; pydantic validates everything.
 """
 
 from __future__ import annotations
