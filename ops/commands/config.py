@@ -18,6 +18,7 @@ from tomlkit.items import Table
 
 from ops.cli import Cli, CliError
 from ops.config import SECRET_ENV, ArenaConfig, ConfigError, load_config
+from ops.config_trainer import settings_dump
 
 
 def register(cli: Cli) -> None:
@@ -49,7 +50,7 @@ def show(args: argparse.Namespace) -> int:
     """Print the effective configuration."""
     config = _load(args.config)
     if args.json:
-        data = config.redacted()
+        data = settings_dump(config.redacted())
         data["store"]["effective_url"] = data["store"].pop("url")
         print(json.dumps(data, indent=2))
     else:
@@ -77,13 +78,13 @@ def _check_gpu_memory(config: ArenaConfig) -> None:
     (per GPU: with `trainer.sharding = "fsdp"` they are split over `trainer.processes` GPUs)."""
     if config.trainer.base_model is None or config.models.policy.backend != "http":
         return  # the CPU recipe: the embedded model trains in host memory
-    from ops.phases.train import grpo_trainer_config
+    from ops.phases.runtime import trainer_config
     from trainer.gpu_memory import PlanTooLarge, check_plan, model_shape, plan_for
 
     # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA,
     # processes and sharding): a batch that does not split over the processes is refused here.
     try:
-        tconf = grpo_trainer_config(config, 0)
+        tconf = trainer_config(config, 0)
     except ValueError as exc:
         raise CliError(f"trainer: {exc}") from None
     shape = model_shape(config.trainer.base_model)
@@ -102,7 +103,8 @@ def _check_gpu_memory(config: ArenaConfig) -> None:
 
 def to_toml(config: ArenaConfig) -> str:
     """`config` as a TOML document that loads back to the same configuration (secrets left out)."""
-    data = config.model_dump(mode="json")
+    # The trainer fields the daemon derives from other sections are not keys a file may set.
+    data = settings_dump(config.model_dump(mode="json"))
     secrets = {key for key in SECRET_ENV if _is_secret(config, key)}
     doc = tomlkit.document()
     doc.add(tomlkit.comment("Arena configuration (`arena config show`): load it with `arena run --config`."))

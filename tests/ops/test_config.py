@@ -78,6 +78,42 @@ def test_database_url_forms() -> None:
             "",
             "ARENA_CURRICULUM__CHEAP_SHARE: 'curriculum.cheap_share' was renamed to 'curriculum.simulated_share'",
         ),
+        # The daemon's old names for the trainer's knobs ([trainer] is trainer.config.TrainerConfig).
+        (
+            {},
+            "[trainer]\nkl_beta = 0.1\n",
+            "trainer.kl_beta: 'trainer.kl_beta' was renamed to 'trainer.beta' (ARENA_TRAINER__BETA)",
+        ),
+        (
+            {"ARENA_TRAINER__USE_LORA": "true"},
+            "",
+            "ARENA_TRAINER__USE_LORA: 'trainer.use_lora' was renamed to 'trainer.lora.enabled' "
+            "(ARENA_TRAINER__LORA__ENABLED)",
+        ),
+        # What the daemon derives from other sections is refused in [trainer], not ignored.
+        (
+            {},
+            "[trainer]\ngroup_size = 8\n",
+            "trainer: trainer.group_size is not a setting: round.samples_per_task sets it",
+        ),
+        (
+            {"ARENA_TRAINER__SFT__MAX_LENGTH": "512"},
+            "",
+            "trainer: trainer.sft.max_length is not a setting: round.max_turns and round.max_tokens_per_turn",
+        ),
+        (
+            {},
+            "[trainer]\nepsilon = 0.3\nepsilon_high = 0.25\n",
+            "trainer: epsilon_high (0.25) must be >= epsilon",
+        ),
+        (
+            {},
+            '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
+            '[trainer]\nbase_model = "/m"\npublish_dir = "/p"\nrollout_backend = "http"\n'
+            'processes = 2\nsharding = "fsdp"\n',
+            "trainer: the SFT warm-up trains in the daemon's one process, where a model that needs FSDP "
+            "does not fit: set sft.enabled = false with sharding = 'fsdp'",
+        ),
         ({}, "[round\n", "not valid TOML"),
         (
             {},
@@ -86,9 +122,9 @@ def test_database_url_forms() -> None:
             "models: helper.base_url is the policy server (http://VLLM:8000/): each publish would load",
         ),
         (
-            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            {"ARENA_TRAINER__ROLLOUT_BACKEND": "http"},
             "",
-            "trainer: rollouts = 'policy_server' needs models.policy.backend = 'http'",
+            "trainer: rollout_backend = 'http' needs models.policy.backend = 'http'",
         ),
         (
             {},
@@ -96,10 +132,10 @@ def test_database_url_forms() -> None:
             "trainer: base_model (the folder of the weights the http policy server serves) is needed",
         ),
         (
-            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            {"ARENA_TRAINER__ROLLOUT_BACKEND": "http"},
             '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
             '[trainer]\nbase_model = "/srv/models/policy"\n',
-            "trainer: rollouts = 'policy_server' needs publish_dir",
+            "trainer: rollout_backend = 'http' needs publish_dir",
         ),
     ],
 )
