@@ -214,3 +214,22 @@ def test_config_check_refuses_what_the_daemon_refuses(
     bad.write_text("[round]\nmax_turns = 0\n")
     assert main(["config", "check", "--config", str(bad)]) == 2
     assert "round.max_turns" in capsys.readouterr().err
+
+
+def test_every_renamed_trainer_key_names_a_key_that_exists() -> None:
+    from ops.config import RENAMED_KEYS, _known_key
+
+    for old, new in RENAMED_KEYS.items():
+        assert not _known_key(old) and _known_key(new), (old, new)
+
+
+def test_the_trainer_fields_derived_from_other_sections_follow_them() -> None:
+    from ops.phases.runtime import trainer_config
+
+    # G = 3 and one group a step: an odd batch, so one completion per forward/backward pass.
+    config = load_config(environ={"ARENA_ROUND__SAMPLES_PER_TASK": "3", "ARENA_TRAINER__TASKS_PER_STEP": "1"})
+    assert (config.trainer.group_size, config.trainer.micro_batch_size) == (3, 1)
+    assert config.trainer.max_steps == config.round.train_steps
+    train = trainer_config(config, 5)
+    assert (train.group_size, train.micro_batch_size, train.seed) == (3, 1, config.daemon.seed + 5)
+    assert train.sft.max_length == train.episode.max_total_tokens
