@@ -132,7 +132,9 @@ def _is_secret(config: ArenaConfig, dotted: str) -> bool:
 def _table(values: dict[str, Any], prefix: str, secrets: set[str]) -> Table:
     nested = [k for k, v in values.items() if isinstance(v, dict)]
     table = tomlkit.table(is_super_table=bool(nested) and len(nested) == len(values))
-    for key, value in values.items():
+    # Plain keys before sub-tables: in TOML a key (or an "unset" comment) written after a sub-table
+    # would read as the sub-table's.
+    for key, value in sorted(values.items(), key=lambda item: isinstance(item[1], dict)):
         dotted = f"{prefix}.{key}"
         if dotted in secrets:
             table.add(tomlkit.comment(f"{key}: secret, not shown; set {SECRET_ENV[dotted]}"))
