@@ -44,7 +44,8 @@ from ops.config_sections import (
     SynthesisConfig,
 )
 from ops.config_store import StoreConfig
-from ops.config_trainer import TrainerConfig
+from ops.config_trainer import check_with_models, settings_input
+from trainer.config import TrainerConfig
 
 ENV_PREFIX = "ARENA_"
 # Fixed variable names -> dotted config keys (DESIGN §8); these win over the generic form.
@@ -61,7 +62,26 @@ NON_CONFIG_ENV = {"ARENA_CONFIG"}
 REDACTED = "**********"
 # Keys renamed since an earlier release -> their new names: a file or variable still using the old
 # name is refused with the new one named, rather than a bare "unknown key".
-RENAMED_KEYS: dict[str, str] = {"curriculum.cheap_share": "curriculum.simulated_share"}
+RENAMED_KEYS: dict[str, str] = {
+    "curriculum.cheap_share": "curriculum.simulated_share",
+    # The daemon's own names for the trainer's knobs, before `[trainer]` became `trainer.config.TrainerConfig`.
+    "trainer.kl_beta": "trainer.beta",
+    "trainer.clip_low": "trainer.epsilon",
+    "trainer.clip_high": "trainer.epsilon_high",
+    "trainer.batch_size": "trainer.tasks_per_step",  # episodes per step -> groups per step
+    "trainer.keep_checkpoints": "trainer.keep_last",
+    "trainer.use_lora": "trainer.lora.enabled",
+    "trainer.lora_sync": "trainer.weight_sync",
+    "trainer.sft_warmup": "trainer.sft.enabled",
+    "trainer.sft_epochs": "trainer.sft.epochs",
+    "trainer.sft_learning_rate": "trainer.sft.learning_rate",
+    "trainer.rollouts": "trainer.rollout_backend",  # policy_server -> http
+}
+# Renamed keys whose values changed too: the refusal says how, so an old value is not copied as it is.
+RENAMED_VALUES: dict[str, str] = {
+    "trainer.batch_size": "it counted episodes, the new key counts groups: divide by round.samples_per_task",
+    "trainer.rollouts": "'policy_server' is now 'http'",
+}
 # Keys that hold secrets -> the variable that should carry them: `arena config show` never writes
 # their values into a file (store.url only when it has a password).
 SECRET_ENV: dict[str, str] = {
@@ -89,7 +109,8 @@ class ArenaConfig(ConfigSection):
     synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     diagnosis: DiagnosisConfig = Field(default_factory=DiagnosisConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    # Validated even when absent, so the fields derived from the sections above are filled in.
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, validate_default=True)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
@@ -106,24 +127,17 @@ class ArenaConfig(ConfigSection):
             )
         return diagnosis
 
+    @field_validator("trainer", mode="before")
+    @classmethod
+    def _trainer_values_from_other_sections(cls, value: Any, info: ValidationInfo) -> Any:
+        return settings_input(value, info.data)
+
     @field_validator("trainer")
     @classmethod
     def _http_policy_needs_weights_and_a_publish_dir(
         cls, trainer: TrainerConfig, info: ValidationInfo
     ) -> TrainerConfig:
-        models = info.data.get("models")
-        if models is not None and models.policy.backend == "http" and trainer.base_model is None:
-            # Without it the trainer would start from the embedded model, not from what the server serves.
-            raise ValueError("base_model (the folder of the weights the http policy server serves) is needed")
-        if trainer.rollouts == "policy_server" and models is not None:
-            if models.policy.backend != "http":
-                raise ValueError(
-                    "rollouts = 'policy_server' needs models.policy.backend = 'http' (the server)"
-                )
-            if trainer.publish_dir is None:
-                raise ValueError(
-                    "rollouts = 'policy_server' needs publish_dir (where the server reads updates)"
-                )
+        check_with_models(trainer, info.data.get("models"))
         return trainer
 
     @field_validator("cluster")
@@ -212,7 +226,8 @@ def _env_value(raw: str) -> Any:
 
 def _renamed(old: str) -> str:
     new = RENAMED_KEYS[old]
-    return f"{old!r} was renamed to {new!r} ({ENV_PREFIX}{new.upper().replace('.', '__')})"
+    note = f"; {RENAMED_VALUES[old]}" if old in RENAMED_VALUES else ""
+    return f"{old!r} was renamed to {new!r} ({ENV_PREFIX}{new.upper().replace('.', '__')}){note}"
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:

@@ -40,13 +40,13 @@ def gpu_memory_notes(config: ArenaConfig) -> list[str]:
     GPU: with `trainer.sharding = "fsdp"` they are split over `trainer.processes` GPUs)."""
     if config.trainer.base_model is None or config.models.policy.backend != "http":
         return []  # the CPU recipe: the embedded model trains in host memory
-    from ops.phases.train import grpo_trainer_config
+    from ops.phases.runtime import trainer_config
     from trainer.gpu_memory import PlanTooLarge, check_plan, model_shape, plan_for
 
     # The trainer settings the daemon derives for round 0 (sequence length, micro-batch, LoRA,
     # processes and sharding): a batch that does not split over the processes is refused here.
     try:
-        tconf = grpo_trainer_config(config, 0)
+        tconf = trainer_config(config, 0)
     except ValueError as exc:
         raise ConfigError(f"trainer: {exc}") from None
     shape = model_shape(config.trainer.base_model)

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ops.config import ENV_PREFIX, FIXED_ENV, ArenaConfig
+from ops.config_trainer import NOT_SETTINGS
 from ops.metrics import Metrics
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -66,6 +67,8 @@ scraped and, in cluster mode, no ready episode worker or a policy replica down f
 def settings(model: type[BaseModel] = ArenaConfig, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
     """(dotted key, field) for every leaf setting, in the models' order."""
     for name, field in model.model_fields.items():
+        if f"{prefix}{name}" in NOT_SETTINGS:
+            continue  # derived by the daemon from other sections, refused in a file
         kind = field.annotation
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             yield from settings(kind, f"{prefix}{name}.")

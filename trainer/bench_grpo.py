@@ -91,8 +91,12 @@ def bench_trainer_config(settings: BenchSettings) -> TrainerConfig:
         bf16=settings.bf16,
         lora=LoraConfig(enabled=settings.lora),
         save_every=settings.steps + 1,
+        # The bench's rates and retention, set here since the trainer's defaults became the daemon's.
+        learning_rate=1e-5,
+        keep_last=2,
     )
-    sft = config.sft.model_copy(update={"batch_size": settings.batch, "epochs": float(settings.steps + 1)})
+    update = {"batch_size": settings.batch, "epochs": float(settings.steps + 1), "learning_rate": 5e-5}
+    sft = config.sft.model_copy(update=update)
     return config.model_copy(update={"sft": sft})
 
 

@@ -110,6 +110,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
         max_steps=args.steps,
         learning_rate=args.learning_rate,
         lora=LoraConfig(enabled=args.lora),
+        keep_last=2,  # the check's retention, from before the trainer's defaults became the daemon's
         weight_sync="adapter" if args.lora else "full",
         system_prompt="compact",
         tool_subset=0,

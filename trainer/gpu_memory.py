@@ -258,7 +258,7 @@ def check_plan(plan: MemoryPlan) -> str | None:
     static = plan.total_gb - plan.activations_gb
     if static > plan.budget_gb:
         advice = (
-            "LoRA adapters (trainer.use_lora = true) or FSDP over more GPUs (trainer.processes, "
+            "LoRA adapters (trainer.lora.enabled = true) or FSDP over more GPUs (trainer.processes, "
             "trainer.sharding = 'fsdp')"
             if plan.mode == "full"
             else "a smaller model"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -94,10 +94,23 @@ def importance_ratios(
 class OffPolicyConfig(BaseModel):
     """TIS/MIS between sampler and trainer (the `GRPOConfig.vllm_importance_sampling_*` settings)."""
 
-    enabled: bool = True
-    mode: str = Field(default="token_truncate", pattern="^(token|sequence)_(truncate|mask)$")
-    clip_max: float | None = Field(default=3.0, gt=0.0)  # TRL's default C_max
-    clip_min: float | None = Field(default=None, ge=0.0)
-    # What the server's log-probs are: "raw" (before temperature: vLLM's default, arena serve-model)
-    # or "processed" (vLLM `--logprobs-mode processed_logprobs`: after temperature).
-    sampler_logprobs: str = Field(default="raw", pattern="^(raw|processed)$")
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        default=True, description="Weigh each token's loss by the trainer/sampler probability ratio."
+    )
+    mode: str = Field(
+        default="token_truncate",
+        pattern="^(token|sequence)_(truncate|mask)$",
+        description="Per token or per sequence; truncate the ratio at clip_max (TIS) or mask outside the clip (MIS).",
+    )
+    clip_max: float | None = Field(default=3.0, gt=0.0, description="Upper bound of the ratio (TRL's C_max).")
+    clip_min: float | None = Field(
+        default=None, ge=0.0, description="Lower bound of the ratio (masking modes)."
+    )
+    sampler_logprobs: str = Field(
+        default="raw",
+        pattern="^(raw|processed)$",
+        description="What the server's log-probs are: raw (before temperature: vLLM's default, arena "
+        "serve-model) or processed (vLLM --logprobs-mode processed_logprobs: after temperature).",
+    )

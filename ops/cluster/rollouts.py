@@ -1,6 +1,6 @@
 """TRAIN's GRPO episodes on the cluster's workers, token-exact against the policy server.
 
-With rollouts from the policy server (`trainer.rollouts = "policy_server"`) an episode needs no
+With rollouts from the policy server (`trainer.rollout_backend = "http"`) an episode needs no
 trainer state: the worker renders prompts with the policy's tokenizer, samples from the server's
 current weights (the served model name the trainer's publisher gave the newest update, a LoRA
 adapter's included), runs the environment and verifies. The transcript, with its token chains,

@@ -19,6 +19,7 @@ from tomlkit.items import Table
 
 from ops.cli import Cli, CliError
 from ops.config import SECRET_ENV, ArenaConfig, ConfigError, load_config
+from ops.config_trainer import settings_dump
 
 
 def register(cli: Cli) -> None:
@@ -50,7 +51,7 @@ def show(args: argparse.Namespace) -> int:
     """Print the effective configuration."""
     config = _load(args.config)
     if args.json:
-        data = config.redacted()
+        data = settings_dump(config.redacted())
         data["store"]["effective_url"] = data["store"].pop("url")
         print(json.dumps(data, indent=2))
     else:
@@ -74,7 +75,8 @@ def check(args: argparse.Namespace) -> int:
 
 def to_toml(config: ArenaConfig) -> str:
     """`config` as a TOML document that loads back to the same configuration (secrets left out)."""
-    data = config.model_dump(mode="json")
+    # The trainer fields the daemon derives from other sections are not keys a file may set.
+    data = settings_dump(config.model_dump(mode="json"))
     secrets = {key for key in SECRET_ENV if _is_secret(config, key)}
     doc = tomlkit.document()
     doc.add(tomlkit.comment("Arena configuration (`arena config show`): load it with `arena run --config`."))
@@ -102,7 +104,9 @@ def _is_secret(config: ArenaConfig, dotted: str) -> bool:
 def _table(values: dict[str, Any], prefix: str, secrets: set[str]) -> Table:
     nested = [k for k, v in values.items() if isinstance(v, dict)]
     table = tomlkit.table(is_super_table=bool(nested) and len(nested) == len(values))
-    for key, value in values.items():
+    # Plain keys before sub-tables: in TOML a key (or an "unset" comment) written after a sub-table
+    # would read as the sub-table's.
+    for key, value in sorted(values.items(), key=lambda item: isinstance(item[1], dict)):
         dotted = f"{prefix}.{key}"
         if dotted in secrets:
             table.add(tomlkit.comment(f"{key}: secret, not shown; set {SECRET_ENV[dotted]}"))

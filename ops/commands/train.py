@@ -53,7 +53,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Run SFT (if needed) and one GRPO round, printing the results."""
     quiet_logs()
     from simulate.embedded import EmbeddedModelMissing, ensure_embedded_model
-    from trainer.config import TrainerConfig
+    from trainer.config import SftConfig, TrainerConfig
     from trainer.grpo import train_round
     from trainer.sft import needs_warmup, sft_warmup
 
@@ -71,6 +71,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         group_size=args.group_size,
         system_prompt=args.prompt,
         tool_subset=args.tool_subset,
+        # This command's rates and retention, set here since the trainer's defaults became the daemon's.
+        learning_rate=1e-5,
+        keep_last=2,
+        sft=SftConfig(epochs=3.0, learning_rate=5e-5),
     )
     out = Path(args.out)
 

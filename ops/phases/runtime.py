@@ -1,7 +1,7 @@
 """What the real phases share: loaded environments, the sandbox pool, trainer settings, the policy folder.
 
-Everything here maps the daemon's configuration onto the lower packages' own models
-(`trainer.config.TrainerConfig`, `arena.sandbox.SandboxLimits`, ...), so that EVALUATE, TRAIN and
+Everything here maps the daemon's configuration onto the lower packages' own models (a round's
+`trainer.config.TrainerConfig`, `arena.sandbox.SandboxLimits`, ...), so that EVALUATE, TRAIN and
 the SFT warm-up show the policy exactly the same prompts, tools and turn caps.
 """
 
@@ -171,76 +171,21 @@ async def open_sandbox_pool(
 
 
 def trainer_config(config: ArenaConfig, round_no: int, *, temperature: float = 1.0) -> TrainerConfig:
-    """The trainer's configuration for round `round_no` from the daemon's `[round]` and `[trainer]` sections.
+    """The trainer's configuration for round `round_no`: `[trainer]` with the round's derived fields.
 
-    Evaluation uses the same one with temperature 0, so prompts, tool views and caps match training.
+    `ops.config_trainer.for_round` fills in what `[round]`, `models.policy` and `daemon.seed` set.
+    Evaluation uses the same one with temperature 0, so prompts, tool views and caps match training;
     `arena config check` derives it the same way, so it refuses what a round would.
     """
-    from arena.episode.runner import EpisodeConfig
-    from arena.types import SamplingParams
-    from trainer.config import LoraConfig, SftConfig
-    from trainer.config import TrainerConfig as Target
+    from ops.config_trainer import for_round
 
-    rnd, tr = config.round, config.trainer
-    group = max(2, rnd.samples_per_task)
-    episode = EpisodeConfig(
-        max_turns=rnd.max_turns,
-        max_tokens_per_turn=rnd.max_tokens_per_turn,
-        max_total_tokens=max(rnd.max_tokens_per_turn * rnd.max_turns, rnd.max_tokens_per_turn) + 4096,
-        params=SamplingParams(
-            temperature=temperature,
-            top_p=1.0,
-            max_tokens=rnd.max_tokens_per_turn,
-            logprobs=temperature > 0,
-            constrain_tool_calls=rnd.constrain_tool_calls,
-        ),
-    )
-    tasks_per_step = max(1, tr.batch_size // group)
-    return Target(
-        group_size=group,
-        tasks_per_step=tasks_per_step,
-        # Two completions per forward/backward pass when that divides the step's batch (CPU memory).
-        micro_batch_size=2 if (tasks_per_step * group) % 2 == 0 else 1,
-        max_steps=max(1, rnd.train_steps),
-        learning_rate=tr.learning_rate,
-        beta=tr.kl_beta,
-        epsilon=tr.clip_low,
-        epsilon_high=max(tr.clip_high, tr.clip_low),
-        dynamic_sampling_passes=tr.dynamic_sampling_passes,
-        iterations_per_batch=tr.iterations_per_batch,
+    return for_round(
+        config.trainer,
+        config.round,
+        config.models.policy,
         seed=config.daemon.seed + round_no,
-        lora=LoraConfig(enabled=tr.use_lora),
-        weight_sync=tr.lora_sync,
-        episode=episode,
-        rollout_concurrency=max(1, rnd.episode_concurrency),
-        system_prompt=tr.system_prompt,
-        chat_template_kwargs=tr.chat_template_kwargs,
-        tool_subset=tr.tool_subset,
-        save_every=max(1, rnd.train_steps),
-        keep_last=tr.keep_checkpoints,
-        sft=SftConfig(
-            enabled=tr.sft_warmup,
-            epochs=tr.sft_epochs,
-            learning_rate=tr.sft_learning_rate,
-            # A trajectory the episode budget allows is one the warm-up can imitate.
-            max_length=episode.max_total_tokens,
-        ),
-        **_rollout_server(config),
+        temperature=temperature,
     )
-
-
-def _rollout_server(config: ArenaConfig) -> dict[str, Any]:
-    """The trainer's rollout-backend fields: the policy server's, with `trainer.rollouts = "policy_server"`."""
-    if config.trainer.rollouts != "policy_server":
-        return {"rollout_backend": "local"}
-    section = config.models.policy
-    return {
-        "rollout_backend": "http",
-        "rollout_base_url": section.base_url,
-        "rollout_replica_urls": section.replica_urls,
-        "rollout_model": section.model,
-        "rollout_api_key": section.api_key_value(),
-    }
 
 
 async def serve_live_policy(ctx: PhaseContext) -> Path | None:

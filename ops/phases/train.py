@@ -1,7 +1,7 @@
 """TRAIN: GRPO on the round's synthesized tasks (`trainer.train_round`), after an SFT warm-up when fresh.
 
 The policy starts from the newest published checkpoint (else the base weights). A fresh policy
-(no Arena lineage) is first warmed up, when `trainer.sft_warmup` is set, on the reference
+(no Arena lineage) is first warmed up, when `trainer.sft.enabled` is set, on the reference
 trajectories of the warm-up set (`ops.phases.warmup`: the training environments' hand-written and
 grounded graph tasks, never a yardstick environment's), then GRPO trains on the round's tasks. Between optimizer steps the trainer awaits the daemon's safe point
 (pause/stop; on stop it checkpoints and the phase stays unfinished); `on_step` feeds the GRPO
@@ -14,7 +14,7 @@ With `trainer.processes > 1` the GRPO steps run in worker processes on that many
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -31,10 +31,6 @@ from ops.phases.runtime import (
 )
 from ops.phases.warmup import measure_warmup, training_envs, warmup_tasks
 from work.kit import episode_kit
-
-if TYPE_CHECKING:
-    from ops.config import ArenaConfig
-    from trainer.config import TrainerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -71,18 +67,6 @@ def step_observer(ctx: PhaseContext) -> Any:
         ctx.progress(m.step, ctx.config.round.train_steps, f"GRPO step {m.step}")
 
     return on_step
-
-
-def grpo_trainer_config(config: ArenaConfig, round_no: int) -> TrainerConfig:
-    """`trainer_config` with the GRPO step's processes and sharding (`[trainer] processes`, `sharding`),
-    validated together: a batch that does not split over the processes is refused here."""
-    from trainer.config import TrainerConfig
-
-    section = config.trainer
-    update = {"processes": section.processes, "sharding": section.sharding}
-    return TrainerConfig.model_validate(
-        trainer_config(config, round_no).model_copy(update=update).model_dump()
-    )
 
 
 def _summary(result: Any) -> dict[str, Any]:
@@ -130,7 +114,7 @@ class TrainPhase(BasePhase):
             rows = [await repo.get_task(s, w.id) for w in wanted]
         tasks = [Task.model_validate(r.data) for r in rows if r is not None]
         envs = load_envs(ctx)
-        tconf = grpo_trainer_config(ctx.config, ctx.round)
+        tconf = trainer_config(ctx.config, ctx.round)
         policy_dir, parent = await current_policy_dir(ctx)
         out = round_dir(ctx)
         on_step = step_observer(ctx)

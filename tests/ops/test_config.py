@@ -78,6 +78,50 @@ def test_database_url_forms() -> None:
             "",
             "ARENA_CURRICULUM__CHEAP_SHARE: 'curriculum.cheap_share' was renamed to 'curriculum.simulated_share'",
         ),
+        # The daemon's old names for the trainer's knobs ([trainer] is trainer.config.TrainerConfig).
+        (
+            {},
+            "[trainer]\nkl_beta = 0.1\n",
+            "trainer.kl_beta: 'trainer.kl_beta' was renamed to 'trainer.beta' (ARENA_TRAINER__BETA)",
+        ),
+        (
+            {"ARENA_TRAINER__USE_LORA": "true"},
+            "",
+            "ARENA_TRAINER__USE_LORA: 'trainer.use_lora' was renamed to 'trainer.lora.enabled' "
+            "(ARENA_TRAINER__LORA__ENABLED)",
+        ),
+        # A renamed key whose unit changed says how to convert, so the old value is not copied as it is.
+        (
+            {},
+            "[trainer]\nbatch_size = 8\n",
+            "trainer.batch_size: 'trainer.batch_size' was renamed to 'trainer.tasks_per_step' "
+            "(ARENA_TRAINER__TASKS_PER_STEP); it counted episodes, the new key counts groups: "
+            "divide by round.samples_per_task",
+        ),
+        # What the daemon derives from other sections is refused in [trainer], not ignored.
+        (
+            {},
+            "[trainer]\ngroup_size = 8\n",
+            "trainer: trainer.group_size is not a setting: round.samples_per_task sets it",
+        ),
+        (
+            {"ARENA_TRAINER__SFT__MAX_LENGTH": "512"},
+            "",
+            "trainer: trainer.sft.max_length is not a setting: round.max_turns and round.max_tokens_per_turn",
+        ),
+        (
+            {},
+            "[trainer]\nepsilon = 0.3\nepsilon_high = 0.25\n",
+            "trainer: epsilon_high (0.25) must be >= epsilon",
+        ),
+        (
+            {},
+            '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
+            '[trainer]\nbase_model = "/m"\npublish_dir = "/p"\nrollout_backend = "http"\n'
+            'processes = 2\nsharding = "fsdp"\n',
+            "trainer: the SFT warm-up trains in the daemon's one process, where a model that needs FSDP "
+            "does not fit: set sft.enabled = false with sharding = 'fsdp'",
+        ),
         ({}, "[round\n", "not valid TOML"),
         (
             {},
@@ -86,9 +130,9 @@ def test_database_url_forms() -> None:
             "models: helper.base_url is the policy server (http://VLLM:8000/): each publish would load",
         ),
         (
-            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            {"ARENA_TRAINER__ROLLOUT_BACKEND": "http"},
             "",
-            "trainer: rollouts = 'policy_server' needs models.policy.backend = 'http'",
+            "trainer: rollout_backend = 'http' needs models.policy.backend = 'http'",
         ),
         (
             {},
@@ -96,10 +140,10 @@ def test_database_url_forms() -> None:
             "trainer: base_model (the folder of the weights the http policy server serves) is needed",
         ),
         (
-            {"ARENA_TRAINER__ROLLOUTS": "policy_server"},
+            {"ARENA_TRAINER__ROLLOUT_BACKEND": "http"},
             '[models.policy]\nbackend = "http"\nbase_url = "http://vllm:8000/v1"\n'
             '[trainer]\nbase_model = "/srv/models/policy"\n',
-            "trainer: rollouts = 'policy_server' needs publish_dir",
+            "trainer: rollout_backend = 'http' needs publish_dir",
         ),
     ],
 )
@@ -178,3 +222,22 @@ def test_config_check_refuses_what_the_daemon_refuses(
     bad.write_text("[round]\nmax_turns = 0\n")
     assert main(["config", "check", "--config", str(bad)]) == 2
     assert "round.max_turns" in capsys.readouterr().err
+
+
+def test_every_renamed_trainer_key_names_a_key_that_exists() -> None:
+    from ops.config import RENAMED_KEYS, _known_key
+
+    for old, new in RENAMED_KEYS.items():
+        assert not _known_key(old) and _known_key(new), (old, new)
+
+
+def test_the_trainer_fields_derived_from_other_sections_follow_them() -> None:
+    from ops.phases.runtime import trainer_config
+
+    # G = 3 and one group a step: an odd batch, so one completion per forward/backward pass.
+    config = load_config(environ={"ARENA_ROUND__SAMPLES_PER_TASK": "3", "ARENA_TRAINER__TASKS_PER_STEP": "1"})
+    assert (config.trainer.group_size, config.trainer.micro_batch_size) == (3, 1)
+    assert config.trainer.max_steps == config.round.train_steps
+    train = trainer_config(config, 5)
+    assert (train.group_size, train.micro_batch_size, train.seed) == (3, 1, config.daemon.seed + 5)
+    assert train.sft.max_length == train.episode.max_total_tokens

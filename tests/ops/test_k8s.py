@@ -246,7 +246,7 @@ def test_the_config_map_is_cluster_toml_and_fits_the_pod(
     assert daemon["args"][-1] == f"{config_mount['mountPath']}/arena.toml"
     # The policy server is the pod's vLLM sidecar: it serves the configured name from base_model,
     # exposes the reload endpoints and reads the publish folder from the daemon's data volume.
-    assert config.trainer.rollouts == "policy_server"
+    assert config.trainer.rollout_backend == "http"
     assert config.models.policy.base_url == "http://127.0.0.1:8000/v1"
     assert config.models.helper.base_url == "http://arena-vllm:8000/v1"
     [sidecar] = [c for c in pod["containers"] if c["name"] == "policy-vllm"]
@@ -254,7 +254,7 @@ def test_the_config_map_is_cluster_toml_and_fits_the_pod(
     assert f"--model={config.trainer.base_model}" in sidecar["args"] and "--port=8000" in sidecar["args"]
     assert {"name": "VLLM_SERVER_DEV_MODE", "value": "1"} in sidecar["env"]
     # LoRA rounds send each step's adapter: the sidecar takes runtime adapters of the trained rank.
-    if config.trainer.use_lora and config.trainer.lora_sync == "adapter":
+    if config.trainer.lora.enabled and config.trainer.weight_sync == "adapter":
         assert "--enable-lora" in sidecar["args"]
         assert {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"} in sidecar["env"]
         rank = next(int(a.split("=")[1]) for a in sidecar["args"] if a.startswith("--max-lora-rank="))
@@ -397,7 +397,7 @@ def test_the_cluster_daemon_joins_the_head_and_lists_every_replica(
     assert f"--served-model-name={config.models.policy.model}" in vllm["args"]
     assert f"--model={config.trainer.base_model}" in vllm["args"] and "--host=0.0.0.0" in vllm["args"]
     assert {"name": "VLLM_SERVER_DEV_MODE", "value": "1"} in vllm["env"]
-    if config.trainer.use_lora and config.trainer.lora_sync == "adapter":
+    if config.trainer.lora.enabled and config.trainer.weight_sync == "adapter":
         assert "--enable-lora" in vllm["args"]
         rank = next(int(a.split("=")[1]) for a in vllm["args"] if a.startswith("--max-lora-rank="))
         assert rank >= LoraConfig().r

@@ -55,13 +55,13 @@ def test_trainer_config_follows_round_and_trainer_sections(phase_context, make_c
         ARENA_ROUND__MAX_TURNS="4",
         ARENA_ROUND__MAX_TOKENS_PER_TURN="64",
         ARENA_ROUND__CONSTRAIN_TOOL_CALLS="true",
-        ARENA_TRAINER__BATCH_SIZE="8",
+        ARENA_TRAINER__TASKS_PER_STEP="4",
         ARENA_TRAINER__SYSTEM_PROMPT="compact",
         ARENA_TRAINER__TOOL_SUBSET="0",
-        ARENA_TRAINER__USE_LORA="true",
+        ARENA_TRAINER__LORA__ENABLED="true",
         ARENA_TRAINER__DYNAMIC_SAMPLING_PASSES="3",
-        ARENA_TRAINER__SFT_EPOCHS="1.5",
-        ARENA_TRAINER__SFT_LEARNING_RATE="3e-4",
+        ARENA_TRAINER__SFT__EPOCHS="1.5",
+        ARENA_TRAINER__SFT__LEARNING_RATE="3e-4",
     )
     ctx = phase_context(config, round_no=3, phase="synthesize")
     train = trainer_config(ctx.config, ctx.round)
@@ -91,7 +91,7 @@ def test_rollouts_from_the_policy_server_sample_from_it_and_publish_to_it(
         ARENA_TRAINER__BASE_MODEL=str(tmp_path / "qwen-8b"),
     )
     assert trainer_config(config, 3).rollout_backend == "local"  # the default: the trainer's model
-    config.trainer.rollouts = "policy_server"
+    config.trainer.rollout_backend = "http"
     train = trainer_config(config, 3)
     assert (train.rollout_backend, train.rollout_base_url) == ("http", "http://vllm:8000/v1")
     assert (train.rollout_model, train.rollout_api_key) == ("qwen-8b", "s3cret")

@@ -12,6 +12,8 @@ from ops.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_8B = (REPO / "config" / "gpu-8b.toml").read_text()
+# The full fine-tune case below edits this line: were it gone, the case would test an accepted file.
+assert "lora.enabled = true" in GPU_8B
 
 BAD_FILES = {
     # A bad key: the settings models refuse it.
@@ -26,7 +28,7 @@ BAD_FILES = {
     "exposed admin": ('[admin]\naddress = "0.0.0.0:8787"\n', "without a token"),
     # A GPU plan whose weights, gradients and AdamW moments cannot fit trainer.gpu_memory_gb.
     "GPU plan too large": (
-        GPU_8B.replace("use_lora = true", "use_lora = false"),
+        GPU_8B.replace("lora.enabled = true", "lora.enabled = false"),
         "cannot fit the GPU: full fine-tune of 8.19B weights",
     ),
 }

@@ -19,7 +19,7 @@ def test_every_setting_has_a_row_with_its_default_variable_and_description() -> 
     rows = {
         m.group(1): (m.group(2), m.group(3), m.group(4))
         for m in re.finditer(
-            r"^\| `([a-z_.]+)` \| ([^|]*) \| `([A-Z_]+)` \| (.*) \|$",
+            r"^\| `([a-z0-9_.]+)` \| ([^|]*) \| `([A-Z0-9_]+)` \| (.*) \|$",
             reference_docs.CONFIGURATION.read_text(),
             re.M,
         )

@@ -44,8 +44,8 @@ def tiny(model: Path) -> dict[str, str]:
         # wiring runs in `make run` and diagnose's own real-model tests. Here: the statistical path.
         "ARENA_DIAGNOSIS__AGENT": "false",
         "ARENA_SYNTHESIS__NEW_ENVS_PER_ROUND": "0",  # the 135M helper cannot write an environment
-        "ARENA_TRAINER__BATCH_SIZE": "2",
-        "ARENA_TRAINER__SFT_EPOCHS": "1",
+        "ARENA_TRAINER__TASKS_PER_STEP": "1",
+        "ARENA_TRAINER__SFT__EPOCHS": "1",
         "ARENA_TRAINER__WARMUP_TASKS_PER_ENV": "1",
         "ARENA_TRAINER__WARMUP_MAX_TASKS": "2",
         "ARENA_TRAINER__SYSTEM_PROMPT": "compact",

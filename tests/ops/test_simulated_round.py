@@ -47,8 +47,8 @@ async def test_a_round_with_a_simulated_share_trains_on_simulated_episodes(
         ARENA_ROUND__MAX_TURNS="2",
         ARENA_ROUND__MAX_TOKENS_PER_TURN="48",
         ARENA_ROUND__CONSTRAIN_TOOL_CALLS="true",
-        ARENA_TRAINER__BATCH_SIZE="4",
-        ARENA_TRAINER__SFT_WARMUP="false",
+        ARENA_TRAINER__TASKS_PER_STEP="2",
+        ARENA_TRAINER__SFT__ENABLED="false",
         ARENA_TRAINER__SYSTEM_PROMPT="compact",
         ARENA_TRAINER__TOOL_SUBSET="0",
     )

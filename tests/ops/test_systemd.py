@@ -195,7 +195,7 @@ def light_round(data_dir: Path) -> dict[str, str]:
         "ARENA_ROUND__MAX_TURNS": "2",
         "ARENA_ROUND__MAX_TOKENS_PER_TURN": "48",
         "ARENA_CURRICULUM__TASKS_PER_ROUND": "1",
-        "ARENA_TRAINER__BATCH_SIZE": "2",
+        "ARENA_TRAINER__TASKS_PER_STEP": "1",
         # A warm-up of two tasks: the demo's 140 would be most of an hour here.
         "ARENA_TRAINER__WARMUP_TASKS_PER_ENV": "1",
         "ARENA_TRAINER__WARMUP_MAX_TASKS": "2",

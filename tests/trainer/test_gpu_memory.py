@@ -35,7 +35,7 @@ def test_qwen3_8b_counts_and_the_full_fine_tune_terms() -> None:
     # fp32 master + bf16 autocast copies (6 B), fp32 grads (4 B), AdamW moments (8 B) per weight.
     assert full.weights_gb == pytest.approx(shape.parameters * 6 / 1e9)
     assert full.optimizer_gb == pytest.approx(shape.parameters * 8 / 1e9)
-    with pytest.raises(PlanTooLarge, match=r"full fine-tune of 8.19B weights.*GB of 80 GB.*use_lora"):
+    with pytest.raises(PlanTooLarge, match=r"full fine-tune of 8.19B weights.*GB of 80 GB.*lora.enabled"):
         check_plan(full)
     lora = _plan(16)
     assert lora.trained_parameters == pytest.approx(43.6e6, rel=0.01) and lora.weights_gb < 17
@@ -63,7 +63,7 @@ def test_config_check_prints_the_estimate_and_refuses_a_full_8b_fine_tune(
     out = capsys.readouterr().out
     assert "GPU memory estimate" in out and "lora fine-tune of 8.19B" in out and "of 80 GB" in out
     full = tmp_path / "full.toml"
-    full.write_text(recipe.read_text().replace("use_lora = true", "use_lora = false"))
+    full.write_text(recipe.read_text().replace("lora.enabled = true", "lora.enabled = false"))
     assert main(["config", "check", "--config", str(full)]) == 2
     assert "cannot fit the GPU: full fine-tune of 8.19B weights" in capsys.readouterr().err
     # A GPU with more memory (trainer.gpu_memory_gb) takes the same plan's static part.

@@ -62,9 +62,9 @@ def _changed_fraction(model: Any, dtype: Any, *, bf16_autocast: bool, steps: int
 def test_bf16_training_with_the_production_settings_moves_the_weights_as_fp32_does() -> None:
     import torch
 
-    from ops.config_trainer import TrainerConfig as TrainerSection
+    from trainer.config import TrainerConfig
 
-    lr = TrainerSection().learning_rate  # the production default (1e-6), as config/gpu-8b.toml sets it
+    lr = TrainerConfig().learning_rate  # the production default (1e-6), as config/gpu-8b.toml sets it
     model = tiny_causal_lm()
     # The GPU recipe: a full fine-tune loads `train_dtype("cuda")` weights and trains under bf16 autocast.
     dtype = train_dtype("cuda", lora=False)

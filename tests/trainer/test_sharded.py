@@ -101,11 +101,11 @@ def test_config_check_accepts_a_full_8b_fine_tune_sharded_over_8_gpus(
     assert "cannot fit the GPU: full fine-tune of 8.19B weights" in err and "GB of 80 GB" in err
     # A batch that does not split over the GPUs, and LoRA with several processes, are refused too.
     uneven = tmp_path / "uneven.toml"
-    uneven.write_text(text.replace("batch_size = 64 ", "batch_size = 40 "))
+    uneven.write_text(text.replace("tasks_per_step = 8 ", "tasks_per_step = 5 "))
     assert main(["config", "check", "--config", str(uneven)]) == 2
     assert "over 8 processes" in capsys.readouterr().err
     lora = tmp_path / "lora.toml"
-    lora.write_text(text.replace("use_lora = false", "use_lora = true"))
+    lora.write_text(text.replace("lora.enabled = false", "lora.enabled = true"))
     assert main(["config", "check", "--config", str(lora)]) == 2
     assert "LoRA trains on one GPU" in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""Which way a step's update reaches the policy server: `trainer.lora_sync` and what can take it."""
+"""Which way a step's update reaches the policy server: `trainer.weight_sync` and what can take it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_only_a_lora_round_to_an_http_server_set_to_adapters_syncs_adapters(tmp_
 
 
 def test_the_daemon_setting_reaches_the_trainer(phase_context: Any, tmp_path: Path) -> None:
-    base = {"ARENA_DATA_DIR": str(tmp_path), "ARENA_TRAINER__USE_LORA": "true"}
+    base = {"ARENA_DATA_DIR": str(tmp_path), "ARENA_TRAINER__LORA__ENABLED": "true"}
     assert trainer_config(load_config(environ=base), 0).weight_sync == "adapter"
-    full = load_config(environ={**base, "ARENA_TRAINER__LORA_SYNC": "full"})
+    full = load_config(environ={**base, "ARENA_TRAINER__WEIGHT_SYNC": "full"})
     assert trainer_config(full, 0).weight_sync == "full"

@@ -9,7 +9,7 @@ from arena.protocols import UserContext
 from arena.tasks.model import RubricCheck, Task
 from arena.tasks.reward import RewardConfig
 from arena.types import SamplingParams
-from trainer.config import LoraConfig, TrainerConfig
+from trainer.config import LoraConfig, SftConfig, TrainerConfig
 from trainer.gpu_check import signal_task
 
 
@@ -57,6 +57,9 @@ def tiny_config(**update: object) -> TrainerConfig:
         tasks_per_step=1,
         max_steps=1,
         learning_rate=1e-4,
+        # The trainer's defaults before they became the daemon's, which these tests were written for.
+        keep_last=2,
+        sft=SftConfig(epochs=3.0, learning_rate=5e-5),
         system_prompt="compact",
         tool_subset=0,
         gradient_checkpointing=False,
