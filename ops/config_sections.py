@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from arena.sandbox.models import SandboxLimits
 from simulate.backends import ModelSpec, server_key
 
 
@@ -186,16 +187,19 @@ class SimulationConfig(ConfigSection):
     )
 
 
-class SandboxConfig(ConfigSection):
-    """Where untrusted code runs."""
+class SandboxConfig(SandboxLimits):
+    """Where untrusted code runs: which environments, how many workers, and each job's limits.
+
+    The limits are `arena.sandbox.SandboxLimits` itself (one definition, its bounds and defaults);
+    this table adds what only the daemon decides.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     mode: Literal["synthesized", "all"] = Field(
         "synthesized", description="'all' sandboxes every environment (ARENA_SANDBOX)."
     )
     workers: int = Field(2, ge=1, description="Sandbox worker processes.")
-    cpu_seconds: float = Field(5.0, gt=0, description="CPU time per job.")
-    memory_mb: int = Field(512, ge=64, description="Memory per job.")
-    wall_timeout_s: float = Field(10.0, gt=0, description="Wall-clock timeout per job.")
 
 
 class LoggingConfig(ConfigSection):

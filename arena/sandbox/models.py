@@ -26,13 +26,26 @@ class SandboxLimits(BaseModel):
     the worker itself included. `disk_mb` sizes the private temporary directory.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cpu_seconds: float = Field(default=5, gt=0, le=3600)
-    memory_mb: int = Field(default=512, ge=16, le=1 << 20)
-    max_processes: int = Field(default=16, ge=1, le=4096)
-    wall_timeout_s: float = Field(default=10, gt=0, le=86400)
-    disk_mb: int = Field(default=64, ge=1, le=1 << 20)
+    cpu_seconds: float = Field(default=5, gt=0, le=3600, description="CPU time per job.")
+    memory_mb: int = Field(
+        default=512, ge=16, le=1 << 20, description="Memory per job (MB, on top of the worker's ~40 MB)."
+    )
+    max_processes: int = Field(
+        default=16,
+        ge=1,
+        le=4096,
+        description="Processes and threads of a worker's sandbox (itself included).",
+    )
+    wall_timeout_s: float = Field(default=10, gt=0, le=86400, description="Wall-clock timeout per job.")
+    disk_mb: int = Field(
+        default=64, ge=1, le=1 << 20, description="Size of a job's private temporary directory."
+    )
+
+    def limits(self) -> SandboxLimits:
+        """These limits alone (a section that extends them carries more than a worker needs)."""
+        return SandboxLimits.model_validate(self.model_dump(include=set(SandboxLimits.model_fields)))
 
 
 class SandboxViolation(Exception):

@@ -109,11 +109,10 @@ async def _results(
 
 async def _run(args: argparse.Namespace, config: Any, bench: Any, entries: list[Any]) -> list[Any]:
     from arena.sandbox import SandboxPool
-    from ops.phases.runtime import sandbox_limits
 
     if config.sandbox.mode != "all":
         return await _results(args, config, bench, entries, None)
-    async with SandboxPool(sandbox_limits(config.sandbox), workers=config.sandbox.workers) as pool:
+    async with SandboxPool(config.sandbox.limits(), workers=config.sandbox.workers) as pool:
         return await _results(args, config, bench, entries, pool)
 
 

@@ -133,15 +133,6 @@ def prune_round_dirs(root: Path, keep: int, protect: Iterable[Path]) -> list[Pat
     return doomed
 
 
-def sandbox_limits(cfg: Any) -> Any:
-    """`arena.sandbox.SandboxLimits` from the `[sandbox]` section."""
-    from arena.sandbox import SandboxLimits
-
-    return SandboxLimits(
-        cpu_seconds=cfg.cpu_seconds, memory_mb=cfg.memory_mb, wall_timeout_s=cfg.wall_timeout_s
-    )
-
-
 @asynccontextmanager
 async def sandbox_pool(ctx: PhaseContext, *, needed: bool = True) -> AsyncIterator[Any]:
     """A phase's sandbox pool: `open_sandbox_pool` with its `[sandbox]` section and metrics."""
@@ -160,7 +151,7 @@ async def open_sandbox_pool(
         yield None
         return
 
-    limits = sandbox_limits(cfg)
+    limits = cfg.limits()
 
     def on_kill(kind: str) -> None:
         metrics.sandbox_kills.labels(reason=kind).inc()
