@@ -14,8 +14,8 @@ once per `METRICS_MAX_AGE_S`. The POSTs act on the daemon, so they run its corou
 (`on_daemon`) and answer once that is done.
 
 POST endpoints need `Authorization: Bearer <token>` when a token is configured; without a token the
-daemon only listens on a loopback address (`check_exposure`). Until the daemon is ready (its store
-migrated and its state read) they answer 503 with `Retry-After`.
+daemon only listens on a loopback address (`check_exposure`). One that arrives while the daemon starts
+waits for its store (migrated, state read) up to `READY_WAIT_S`, then answers 503 with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,8 +43,21 @@ if TYPE_CHECKING:
 # scrapes renders it once instead of once per request.
 METRICS_MAX_AGE_S = 1.0
 
+# A POST that arrives while the daemon starts waits this long for its store before a 503.
+READY_WAIT_S = 30.0
+
 OnDaemon = Callable[..., Awaitable[Any]]
 """`await on_daemon(fn, *args)`: run the coroutine function `fn(*args)` on the daemon's loop."""
+
+
+async def _until_ready(daemon: Controlled, limit_s: float) -> bool:
+    """Whether the daemon is ready, waiting up to `limit_s` for it (polled: it lives on another loop)."""
+    deadline = time.monotonic() + limit_s
+    while not daemon.ready:
+        if time.monotonic() >= deadline:
+            return False
+        await anyio.sleep(0.05)
+    return True
 
 
 class AdminExposureError(ValueError):
@@ -109,7 +123,9 @@ class ScrapePath:
         await self.app(scope, receive, send)
 
 
-def build_app(daemon: Controlled, token: str | None, on_daemon: OnDaemon) -> ScrapePath:
+def build_app(
+    daemon: Controlled, token: str | None, on_daemon: OnDaemon, *, ready_wait_s: float = READY_WAIT_S
+) -> ScrapePath:
     """The admin application for `daemon`; `on_daemon` carries the POSTs to the daemon's loop."""
     exposition = SharedExposition(daemon.metrics.exposition)
 
@@ -149,9 +165,9 @@ def build_app(daemon: Controlled, token: str | None, on_daemon: OnDaemon) -> Scr
                 reason = await reason_of(request)
             except ValueError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=400)
-            if not daemon.ready:
+            if not await _until_ready(daemon, ready_wait_s):
                 # The API serves from the first moment, before the store is migrated: a pause
-                # written now would fail on a missing table, or be read over by the start-up.
+                # written then would fail on a missing table, or be read over by the start-up.
                 return JSONResponse(
                     {"error": f"the daemon is starting (store not ready): retry the {action}"},
                     status_code=503,

@@ -91,20 +91,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def _structlog_as_it_was() -> Iterator[None]:
-    """Give every test the structlog configuration the one before it had.
+    """Give every test the logging configuration the one before it had, structlog's and stdlib's.
 
-    CLI commands configure structlog for their process (`quiet()` filters below warnings); in the
-    test process that would outlive the test, and later tests' `capture_logs` would see no info
-    events at all (the filtering wrapper drops them before any processor runs).
+    CLI commands configure logging for their process (`quiet()` filters below warnings; `arena run`
+    puts a handler on the root logger that writes to whatever `sys.stdout` is). In the test process
+    that would outlive the test: later tests' `capture_logs` would see no info events at all, and
+    a library's log line (asyncio's, transformers') would land in the next test's captured stdout,
+    in the middle of a command's `--json` report.
     """
+    import logging
+
     import structlog
 
+    from ops.logging import LIBRARY_LOGGERS
+
     configured, saved = structlog.is_configured(), structlog.get_config()
+    root = logging.getLogger()
+    root_handlers, root_level = list(root.handlers), root.level
+    libraries = {
+        name: (list(lib.handlers), lib.level, lib.propagate)
+        for name in (*LIBRARY_LOGGERS, "asyncio")
+        for lib in [logging.getLogger(name)]
+    }
     yield
     if configured:
         structlog.configure(**saved)
     else:
         structlog.reset_defaults()
+    root.handlers[:] = root_handlers
+    root.setLevel(root_level)
+    for name, (handlers, level, propagate) in libraries.items():
+        lib = logging.getLogger(name)
+        lib.handlers[:] = handlers
+        lib.setLevel(level)
+        lib.propagate = propagate
 
 
 @pytest.fixture(scope="session")

@@ -40,13 +40,13 @@ async def test_changing_endpoints_need_the_token(make_config, fakes, run_daemon,
 
 
 async def test_changing_endpoints_wait_for_the_store(make_config, fakes) -> None:
-    """Before the store is migrated a pause is refused with 503 and Retry-After, never half-applied."""
+    """A pause before the store is migrated waits for it, then is refused with 503 and Retry-After."""
     daemon = Daemon(make_config(), phases=fakes.fake_phases(steps=1), handle_signals=False)  # not started
 
     async def on_daemon(fn, *args):  # type: ignore[no-untyped-def]
         raise AssertionError(f"{fn.__name__} reached the daemon before it was ready")
 
-    app = build_app(daemon, None, on_daemon)
+    app = build_app(daemon, None, on_daemon, ready_wait_s=0.2)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://admin") as client:
         for path in ("/pause", "/resume", "/stop"):
             resp = await client.post(path)
