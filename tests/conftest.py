@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings as hypothesis_settings
 
-# Property tests draw the same examples on every run. Some assert statistical properties (the
-# curriculum settling inside its band against noisy simulated learners) that a rare draw can break;
-# drawn afresh each run, such a test fails a landing at random (one did, for seed 3).
-hypothesis_settings.register_profile("arena", derandomize=True)
-hypothesis_settings.load_profile("arena")
+try:
+    from hypothesis import settings as hypothesis_settings
+except ImportError:  # the unprivileged sandbox run installs only what tests/arena/sandbox imports
+    pass
+else:
+    # Property tests draw the same examples on every run. Some assert statistical properties (the
+    # curriculum settling inside its band against noisy simulated learners) that a rare draw can
+    # break; drawn afresh each run, such a test fails a landing at random (one did, for seed 3).
+    hypothesis_settings.register_profile("arena", derandomize=True)
+    hypothesis_settings.load_profile("arena")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # One model cache for the whole suite (and for `make run`): conversion from GGUF happens once.
@@ -103,28 +107,20 @@ def _structlog_as_it_was() -> Iterator[None]:
 
     import structlog
 
-    from ops.logging import LIBRARY_LOGGERS
-
     configured, saved = structlog.is_configured(), structlog.get_config()
-    root = logging.getLogger()
-    root_handlers, root_level = list(root.handlers), root.level
-    libraries = {
-        name: (list(lib.handlers), lib.level, lib.propagate)
-        for name in (*LIBRARY_LOGGERS, "asyncio")
-        for lib in [logging.getLogger(name)]
-    }
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    states = [
+        (lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers if isinstance(lg, logging.Logger)
+    ]
     yield
     if configured:
         structlog.configure(**saved)
     else:
         structlog.reset_defaults()
-    root.handlers[:] = root_handlers
-    root.setLevel(root_level)
-    for name, (handlers, level, propagate) in libraries.items():
-        lib = logging.getLogger(name)
-        lib.handlers[:] = handlers
-        lib.setLevel(level)
-        lib.propagate = propagate
+    for lg, handlers, level, propagate in states:
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate = propagate
 
 
 @pytest.fixture(scope="session")
