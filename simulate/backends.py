@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from arena.protocols import ChatModel
 from simulate.precision import Dtype
+from simulate.replicas import server_root
 
 
 class ModelSpec(BaseModel):
@@ -147,8 +148,8 @@ class ModelSpec(BaseModel):
 
 
 def server_key(url: str | None) -> str:
-    """A server's URL without `/v1` and trailing slashes, lower-cased: two URLs of one server match."""
-    return (url or "").rstrip("/").removesuffix("/v1").rstrip("/").lower()
+    """A server's root (`simulate.replicas.server_root`), lower-cased: two URLs of one server match."""
+    return server_root(url or "").lower()
 
 
 def build_chat_model(
