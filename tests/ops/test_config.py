@@ -241,3 +241,30 @@ def test_the_trainer_fields_derived_from_other_sections_follow_them() -> None:
     train = trainer_config(config, 5)
     assert (train.group_size, train.micro_batch_size, train.seed) == (3, 1, config.daemon.seed + 5)
     assert train.sft.max_length == train.episode.max_total_tokens
+
+
+def test_keys_the_lower_models_brought_reach_what_uses_them() -> None:
+    """Keys that became settings when the sections became the lower packages' own models act."""
+    from ops.phases.runtime import trainer_config
+    from simulate.backends import build_chat_model
+
+    config = load_config(
+        environ={
+            "ARENA_SANDBOX__MAX_PROCESSES": "3",
+            "ARENA_SANDBOX__DISK_MB": "8",
+            "ARENA_MODELS__HELPER__BACKEND": "http",
+            "ARENA_MODELS__HELPER__BASE_URL": "http://keys-test-helper:8000/v1",
+            "ARENA_MODELS__HELPER__BREAKER_THRESHOLD": "2",
+            "ARENA_MODELS__HELPER__BACKOFF_S": "0.05",
+            "ARENA_MODELS__HELPER__RETURN_TOKEN_IDS": "false",
+            "ARENA_TRAINER__ROLLOUT_DTYPE": "float32",
+            "ARENA_TRAINER__OFF_POLICY__ENABLED": "false",
+        }
+    )
+    limits = config.sandbox.limits()
+    assert (limits.max_processes, limits.disk_mb) == (3, 8) and type(limits).__name__ == "SandboxLimits"
+    helper = build_chat_model(config.models.helper, role="helper")
+    assert helper.breaker.threshold == 2 and helper.backoff_s == 0.05  # type: ignore[attr-defined]
+    assert helper.return_token_ids is False  # type: ignore[attr-defined]
+    train = trainer_config(config, 1)
+    assert train.rollout_dtype == "float32" and train.off_policy.enabled is False
