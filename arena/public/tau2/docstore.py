@@ -214,7 +214,9 @@ class CallOutcome(BaseModel):
     error: bool = False
 
 
-def call_tool(tools: dict[str, PortedTool], store: DocStore, name: str, arguments: dict[str, Any]) -> CallOutcome:
+def call_tool(
+    tools: dict[str, PortedTool], store: DocStore, name: str, arguments: dict[str, Any]
+) -> CallOutcome:
     """Run one call; a refusal, an unknown tool or arguments the tool does not take are errors."""
     tool = tools.get(name)
     if tool is None:

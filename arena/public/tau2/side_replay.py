@@ -4,7 +4,7 @@ This file is a standalone program, never imported by Arena: Arena runs it with a
 has tau2-bench's dependencies and `CHECKOUT/src` on `PYTHONPATH` (README: "τ²-bench"), and reads
 one JSON line per task from its stdout:
 
-    {"task": id, "results": [{"name", "arguments", "requestor", "content", "error"}, ...],
+    {"task": id, "results": [{"name", "arguments", "requestor", "content", "error", "seconds"}, ...],
      "db_sha256": sha of the canonical JSON of the database after the replay,
      "reset_s": seconds of one environment reset (tau2's `get_environment()`),
      "verify_s": seconds of tau2's environment check of the gold trajectory
@@ -54,7 +54,9 @@ def _replay(get_environment, task):
         call = ToolCall(
             id=f"gold-{n}", name=action.name, arguments=action.arguments, requestor=action.requestor
         )
+        start = time.perf_counter()
         reply = env.get_response(call)
+        seconds = time.perf_counter() - start
         results.append(
             {
                 "name": action.name,
@@ -62,6 +64,7 @@ def _replay(get_environment, task):
                 "requestor": action.requestor,
                 "content": reply.content,
                 "error": reply.error,
+                "seconds": seconds,
             }
         )
         role = "user" if action.requestor == "user" else "assistant"
