@@ -348,10 +348,11 @@ class Metrics:
 
     @staticmethod
     def public_category(name: str) -> str:
-        """A safe `category` label value of the public yardstick (BFCL's categories, or `all`)."""
+        """A safe `category` label value of the public yardstick (BFCL's categories, τ²'s domains, `all`)."""
         from arena.public.bfcl.dist import CATEGORIES
+        from ops.config_public import TAU2_DOMAINS
 
-        return name if name in (*CATEGORIES, "all") else OTHER
+        return name if name in (*CATEGORIES, *TAU2_DOMAINS, "all") else OTHER
 
     # --- helpers ---------------------------------------------------------------------------------
 

@@ -133,6 +133,8 @@ def round_record(round_no: int, status: str, outputs: dict[str, dict[str, Any]])
         "yardstick": ev.get("yardstick"),
         # BFCL multi-turn entries, scored by BFCL's rules (`ops.phases.public_yardstick`).
         "public_yardstick": ev.get("public_yardstick"),
+        # τ²-bench retail and airline tasks, scored by τ²'s reward (`ops.phases.public_tau2`).
+        "public_tau2": ev.get("public_tau2"),
         "fresh": {
             "pass_rates": ev.get("pass_rates", {}),
             "category_pass_rates": ev.get("category_pass_rates", {}),

@@ -105,22 +105,9 @@ async def full_document(daemon: RunState, version: str) -> dict[str, Any]:
         }
         if yard
         else None,
-        # BFCL multi-turn, scored by BFCL's rules; `state` says why it was not measured.
-        "last_public_yardstick": {
-            k: public.get(k)
-            for k in (
-                "state",
-                "note",
-                "benchmark",
-                "version",
-                "policy",
-                "overall",
-                "categories",
-                "reused_from",
-            )
-        }
-        if public
-        else None,
+        # BFCL multi-turn and τ²-bench, each by its own rules; `state` says why one was not measured.
+        "last_public_yardstick": _public(public),
+        "last_public_tau2": _public(evaluate.get("public_tau2") or None),
         "last_publish": {"policy": publish.get("policy"), "reason": (publish.get("gate") or {}).get("reason")}
         if publish
         else None,
@@ -234,3 +221,9 @@ class StatusSnapshot:
             self._wake = anyio.Event()  # before the refresh: a poke during it is not lost
             if daemon.ready:
                 await self.refresh(daemon)
+
+
+def _public(public: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A public benchmark's summary as `arena status` shows it."""
+    keys = ("state", "note", "benchmark", "version", "policy", "overall", "categories", "reused_from")
+    return {k: public.get(k) for k in keys} if public else None

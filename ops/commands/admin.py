@@ -124,6 +124,7 @@ def _render_status(data: dict[str, Any]) -> str:
         for env, score in sorted(yard["envs"].items()):
             lines.append(f"  {env:<28} {interval_text(score)}")
     lines += public_lines(data.get("last_public_yardstick"))
+    lines += public_lines(data.get("last_public_tau2"))
     rates = data.get("last_pass_rates") or {}
     if rates:
         lines.append(f"fresh tasks ({data.get('last_pass_rates_tool_view') or 'tool view not recorded'}):")
@@ -193,7 +194,7 @@ def judge_text(judge: dict[str, Any]) -> str:
 
 
 def public_lines(public: dict[str, Any] | None, label: str = "public:", indent: str = "  ") -> list[str]:
-    """The public yardstick (BFCL) as text: accuracy overall and per category, or why it did not run."""
+    """A public benchmark (BFCL, τ²) as text: accuracy overall and per category, or why it did not run."""
     if not public:
         return []
     name = f"{public.get('benchmark', 'bfcl')} {public.get('version') or ''}".strip()

@@ -106,6 +106,7 @@ def render(r: dict[str, Any]) -> str:
             if by_round.get(key):
                 lines.append(f"    {label:<17} {_change(by_round[key])}")
     lines += public_lines(r.get("public_yardstick"), label="  public     ", indent="    ")
+    lines += public_lines(r.get("public_tau2"), label="  public     ", indent="    ")
     fresh = r["fresh"]
     rates = ", ".join(f"{e} {v:.2f}" for e, v in sorted(fresh["pass_rates"].items())) or "-"
     lines.append(f"  fresh       {rates}  ({fresh['tool_view']})")

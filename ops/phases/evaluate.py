@@ -10,8 +10,9 @@
    training, temperature 0), stored one by one keyed by round/task/sample (`run_work_items`).
 4. Beside them the yardstick (`ops.phases.yardstick`): fixed tasks at fixed levels, every tool,
    greedy; its pass rates with 95% intervals say whether the policy got better.
-5. And the public yardstick (`ops.phases.public_yardstick`): a fixed sample of BFCL multi-turn
-   entries, scored by BFCL's rules, once the benchmark is imported.
+5. And the public yardstick: a fixed sample of BFCL multi-turn entries, scored by BFCL's rules
+   (`ops.phases.public_yardstick`), and of τ²-bench's retail and airline tasks, scored by τ²'s
+   reward (`ops.phases.public_tau2`), once each is imported.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 # The submodules themselves, not through the package: `ops.phases` lists the phases, so a phase
 # importing it would import itself back. Module access keeps `yardstick.measure` patchable.
+import ops.phases.public_tau2 as public_tau2
 import ops.phases.public_yardstick as public_yardstick
 import ops.phases.yardstick as yardstick
 from arena.store import EnvironmentRow, repo
@@ -136,6 +138,8 @@ class EvaluatePhase(BasePhase):
                 )
             # The public yardstick (BFCL, once imported): Arena did not write it, so it never trains.
             public = await public_yardstick.measure(ctx, stage="live", policy=policy, pool=pool)
+            # τ²-bench's retail and airline tasks, once imported: the same sample every round.
+            tau2 = await public_tau2.measure(ctx, stage="live", policy=policy)
         async with ctx.store.transaction() as s:
             rates = await repo.pass_rates(s, ctx.round, purpose="eval")
         by_category: dict[str, list[float]] = defaultdict(list)
@@ -159,6 +163,7 @@ class EvaluatePhase(BasePhase):
             "tool_subset": tconf.tool_subset,
             "yardstick": yard,
             "public_yardstick": public.model_dump(mode="json"),
+            "public_tau2": tau2.model_dump(mode="json"),
             "judge": judge,
         }
         return EvaluateOutput.model_validate(output).stored()
@@ -216,3 +221,4 @@ class EvaluatePhase(BasePhase):
             if latest is not None:
                 set_change_metrics(ctx.metrics, latest)
         publish_public_metrics(ctx.metrics, output.get("public_yardstick"))
+        publish_public_metrics(ctx.metrics, output.get("public_tau2"))

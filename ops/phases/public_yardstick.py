@@ -62,7 +62,7 @@ async def measure(ctx: PhaseContext, *, stage: str, policy: str, pool: Any = Non
     cfg = ctx.config.public
     entries = sample(bench, cfg.bfcl_categories, cfg.bfcl_per_category, ctx.config.daemon.seed)
     wanted = {e.id for e in entries}
-    reused = await _reuse(ctx, stage, policy, bench.version, wanted)
+    reused = await reuse_runs(ctx, stage, policy, BENCHMARK, bench.version, wanted)
     async with ctx.store.transaction() as s:
         done = {(r.entry_id, 0) for r in await public_runs.runs(s, ctx.round, stage, BENCHMARK)}
     sandboxed = ctx.config.sandbox.mode == "all"
@@ -143,21 +143,21 @@ async def _run(
     await run_items(ctx, items, one, done=done, save=save, concurrency=ctx.config.round.episode_concurrency)
 
 
-async def _reuse(
-    ctx: PhaseContext, stage: str, policy: str, version: str, wanted: set[str]
+async def reuse_runs(
+    ctx: PhaseContext, stage: str, policy: str, benchmark: str, version: str, wanted: set[str]
 ) -> dict[str, Any] | None:
     """Copy the newest earlier runs of the same policy on the same entries to this round and stage."""
     async with ctx.store.transaction() as s:
-        if await public_runs.runs(s, ctx.round, stage, BENCHMARK):
+        if await public_runs.runs(s, ctx.round, stage, benchmark):
             return None  # this round already has runs of its own (a restarted phase)
-        earlier = await public_runs.latest_runs_of(s, policy, BENCHMARK, version, before_round=ctx.round)
+        earlier = await public_runs.latest_runs_of(s, policy, benchmark, version, before_round=ctx.round)
         if not earlier or {r.entry_id for r in earlier} != wanted:
             return None
         for r in earlier:
             copied = {**r.model_dump(), "round": ctx.round, "stage": stage, "created_at": utcnow()}
             await public_runs.add_run(s, PublicRunRow.model_validate(copied))
     source = {"round": earlier[0].round, "stage": earlier[0].stage}
-    log.info("public.reused", policy=policy, **source)
+    log.info("public.reused", benchmark=benchmark, policy=policy, **source)
     return source
 
 
