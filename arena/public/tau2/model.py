@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from arena.public.tau2.docstore import DocStore
+from arena.public.tau2.domains import domain_port
 from arena.types import ToolSpec
 
 SUBDIR = Path("public") / "tau2"
@@ -213,8 +214,6 @@ class Tau2Domain:
 
     def template(self) -> DocStore:
         """The database as the domain port stores it (shared: `copy()` it before writing)."""
-        from arena.public.tau2.domains import domain_port
-
         db_file = self.folder / "db.json"
         return _template(db_file, db_file.stat().st_mtime, domain_port(self.name).__name__)
 
