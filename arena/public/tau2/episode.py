@@ -2,9 +2,7 @@
 
 - The agent's system prompt is the domain's policy, with Arena's conversational tool-use
   instructions (`build_system_prompt`); the tools are the domain's (`Tau2Domain.tool_specs`).
-- Without a message history the agent opens with a fixed greeting and the user speaks next; the
-  task's message history, if any, is replayed first (its calls run again on the episode's store)
-  and the side its last message addresses goes next.
+- The run opens with the agent's greeting, or the task's message history (`start`).
 - The user (a `UserSimulator`, given the task's scenario as its intent) sees only the spoken
   conversation. It ends the run with `UserTurn.stop` or a stop marker in its text (`user_stop`).
 - An agent message with tool calls (Hermes `<tool_call>` blocks or native calls) goes to the
@@ -43,6 +41,7 @@ from arena.public.tau2.docstore import CallOutcome, DocStore, PortedTool, call_t
 from arena.public.tau2.nl_judge import judge_assertions
 from arena.public.tau2.replay import CallRecord, replay_gold
 from arena.public.tau2.reward import Tau2Score, score_task
+from arena.public.tau2.start import opening, start_store
 from arena.types import Message, SamplingParams, ToolCall
 
 if TYPE_CHECKING:
@@ -53,18 +52,12 @@ Termination = Literal[
 ]
 Side = Literal["agent", "user", "env"]
 
-# τ²'s orchestrator opens every conversation without history with a fixed agent greeting.
-GREETING = "Hello! How can I help you today?"
 # What a τ²-style user writes to end the conversation (Arena's simulators use `UserTurn.stop`).
 STOP_MARKERS = (USER_STOP_TOKEN, "###TRANSFER###", "###OUT-OF-SCOPE###")
 ROLE_OF_AGENT = (
     "You are a customer service agent. Each message you write is either a reply to the customer or "
     "tool calls, not both; follow the policy below in everything you do."
 )
-
-
-class Tau2SetupError(ValueError):
-    """The task cannot be played (a part of its initial state the episode does not support)."""
 
 
 class Tau2Limits(BaseModel):
@@ -119,15 +112,6 @@ def _timeout(seconds: float | None) -> Iterator[None]:
 def system_prompt(domain: Tau2Domain) -> str:
     """The agent's system prompt: the domain's policy under Arena's conversational instructions."""
     return build_system_prompt(description=ROLE_OF_AGENT, rules=domain.policy, mode="conversational")
-
-
-def start_store(domain: Tau2Domain, task: Tau2Task) -> DocStore:
-    """The episode's copy of the domain's database, with the task's initial data."""
-    state = task.initial_state
-    if state is not None and (state.initialization_data or state.initialization_actions):
-        # No retail or airline task has either; τ² applies them with domain-specific functions.
-        raise Tau2SetupError(f"task {task.id}: initialization data/actions are not supported yet")
-    return domain.template().copy()
 
 
 class _Play:
@@ -189,32 +173,13 @@ class _Play:
         return self.run
 
     def _start(self) -> Side:
-        """Replay the task's message history (or greet); the side that speaks next."""
-        state = self.task.initial_state
-        history = list(state.message_history or []) if state is not None else []
-        if not history:
-            self._say(Message(role="assistant", content=GREETING), spoken=True)
-            self.run.agent_texts.append(GREETING)
-            return "user"
-        for raw in history:
-            role, content = raw.get("role"), clean_text(str(raw.get("content") or ""))
-            if role == "tool":
-                continue  # the calls run again below: their results are this store's
-            if role not in ("user", "assistant") or (role == "user" and raw.get("tool_calls")):
-                raise Tau2SetupError(f"task {self.task.id}: a {role} history message of a kind not supported")
-            calls = [
-                ToolCall(
-                    id=str(c.get("id") or f"h{i}"), name=str(c["name"]), arguments=c.get("arguments") or {}
-                )
-                for i, c in enumerate(raw.get("tool_calls") or [])
-            ]
-            self._say(Message(role=role, content=content, tool_calls=calls), spoken=not calls)
-            if role == "assistant" and content:
-                self.run.agent_texts.append(content)
-            for call in calls:
-                self._run_call(call)
-        last = history[-1]
-        return "user" if last.get("role") == "assistant" and not last.get("tool_calls") else "agent"
+        """The greeting or the task's message history; the side that speaks next."""
+        start = opening(self.task)
+        for message, spoken in zip(start.messages, start.spoken, strict=True):
+            self._say(message, spoken=spoken)
+        self.run.calls += start.calls
+        self.run.agent_texts += start.agent_texts
+        return start.next
 
     async def _agent(self) -> Side:
         try:
@@ -378,7 +343,7 @@ async def run_task(
         from arena.public.tau2.domains import domain_tools
 
         tools = domain_tools(domain.manifest.domain)
-    store = start_store(domain, task)
+    store = start_store(domain, task, tools)
     replay = None
     try:
         run = await play_task(domain, task, policy, user, limits, store=store, tools=tools, trial=trial)

@@ -14,10 +14,11 @@ import anyio
 import pytest
 
 from arena.protocols import ModelError, UserTurn
-from arena.public.tau2.episode import GREETING, Tau2Limits, Tau2Run, Tau2SetupError, run_task
+from arena.public.tau2.episode import Tau2Limits, Tau2Run, run_task
 from arena.public.tau2.gold import GoldPolicy, GoldUser
 from arena.public.tau2.model import Tau2Task
 from arena.public.tau2.run import is_success, pass_hat_k, pass_hat_ks, play, sample, summarize, trial_seed
+from arena.public.tau2.start import GREETING, Tau2SetupError
 from arena.types import Completion
 from tests.arena.public.tau2.episode_fakes import (
     ASK,
@@ -159,23 +160,30 @@ def test_nl_assertions_go_to_the_judge_when_the_basis_asks() -> None:
     assert judge.prompts == []
 
 
-def test_the_message_history_is_replayed_before_the_run() -> None:
+def test_the_message_history_comes_first_and_its_writes_run_again() -> None:
     history = [
         {"role": "user", "content": "Set a1 to 20 please."},
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "h1", "name": "get_account", "arguments": {"account_id": "a1"}}],
+            "tool_calls": [
+                {"id": "h1", "name": "set_balance", "arguments": {"account_id": "a1", "balance": 20}}
+            ],
         },
-        {"role": "tool", "id": "h1", "content": "{}", "requestor": "assistant"},
+        {"role": "tool", "id": "h1", "content": "(recorded)", "requestor": "assistant"},
     ]
     task = make_task(initial_state={"message_history": history})
-    policy = ScriptedFakePolicy(call("set_balance", account_id="a1", balance=20), Completion(text="Now 20."))
-    run = play_toy(policy, ScriptedFakeUser(BYE), task)
+    policy = ScriptedFakePolicy(Completion(text="It is 20 now."))
+    user = ScriptedFakeUser(BYE)
+    run = play_toy(policy, user, task)
     assert GREETING not in run.agent_texts  # the history replaces the greeting
-    assert [m.role for m in run.messages[:3]] == ["user", "assistant", "tool"]
-    assert [c.name for c in run.calls] == ["get_account", "set_balance"]  # history calls ran again
-    assert run.termination == "user_stop" and run.score is not None and run.score.reward == 1.0
+    assert [m.role for m in run.messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert [(c.name, c.content) for c in run.calls] == [("set_balance", "(recorded)")]
+    assert policy.seen[0][-1].content == "(recorded)"  # the agent speaks first, after the tool result
+    assert [m.role for m in user.seen[0]] == ["user", "assistant"]  # the user hears no calls
+    # The policy made no call: the end state is right because the history's write ran again.
+    assert run.termination == "user_stop" and run.score is not None and run.score.db is True
+    assert run.score.reward == 1.0
     bad = make_task(initial_state={"initialization_data": {"agent_data": {}}})
     with pytest.raises(Tau2SetupError):
         play_toy(policy, ScriptedFakeUser(BYE), bad)
