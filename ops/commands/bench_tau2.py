@@ -178,8 +178,14 @@ def report(
                 "passed": sum(gold_check(r) for r in rows),
                 "runs": len(rows),
                 "failed": [r.task_id for r in rows if not gold_check(r)],
+                # Tasks whose reward needs NL verdicts, which a gold run cannot have (reward 0 here).
                 "nl_unchecked": sorted(
-                    {r.task_id for r in rows if r.score and "NL_ASSERTION" in r.score.basis}
+                    {
+                        r.task_id
+                        for r in rows
+                        if r.score and r.score.nl is None and "NL_ASSERTION" in r.score.basis
+                    },
+                    key=_order,
                 ),
             }
         domains[name] = entry
@@ -200,7 +206,7 @@ def print_report(doc: dict[str, Any]) -> None:
     print(f"τ²-bench, {doc['mode']}: {doc['runs']} runs in {doc['seconds']} s")
     for name, d in doc["domains"].items():
         ks = ", ".join(f"pass^{k} {v:.3f}" for k, v in d["pass_hat_k"].items() if int(k) > 1)
-        per = f"{d['seconds_per_run']:.1f} s per run" if d["seconds_per_run"] is not None else ""
+        per = f"{d['seconds_per_run']:.3f} s per run" if d["seconds_per_run"] is not None else ""
         print(f"  {name:<8} pass^1 {interval_text(d['pass_1'])}" + (f"  {ks}" if ks else "") + f"  {per}")
         print("           ends: " + ", ".join(f"{k} {v}" for k, v in sorted(d["terminations"].items())))
         if "gold" in d:

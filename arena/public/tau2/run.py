@@ -142,7 +142,8 @@ def run_row(run: Tau2Run) -> dict[str, Any]:
         "communicate": score.communicate if score else None,
         "nl": score.nl if score else None,
         "termination": run.termination,
-        "detail": run.detail or (score.detail if score else ""),
+        "detail": run.detail,  # how the run ended
+        "why": score.detail if score else None,  # why a part of the reward failed
         "nl_detail": run.nl_detail,
         "steps": run.steps,
         "calls": len(run.calls),
