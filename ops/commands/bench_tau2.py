@@ -15,7 +15,7 @@ Two sources of agents:
 Tasks: `--domain` (default both), `--limit N` per domain (a fixed sample by `--seed`), `--tasks ID,...`.
 `--samples k` plays every task k times (use `--temperature` > 0, or the trials repeat each other)
 and reports τ²'s pass^k for k = 1..samples. The import is read from `DATA_DIR/public/tau2/<domain>/`
-(`arena import tau2`). Output per domain: pass^1 with a Wilson 95% interval (over all trials),
+(`arena envs import-tau2`). Output per domain: pass^1 with a Wilson 95% interval (over all trials),
 pass^k, termination counts, seconds per run, and every run's reward and its parts.
 """
 
@@ -53,7 +53,7 @@ def _plan(args: argparse.Namespace, config: Any) -> dict[str, tuple[Any, list[An
         try:
             domain = load_domain(config.data.dir, name)
         except (FileNotFoundError, ValueError) as exc:
-            raise CliError(f"τ² {name}: {exc} (import it with `arena import tau2`)") from None
+            raise CliError(f"τ² {name}: {exc} (import it with `arena envs import-tau2`)") from None
         tasks = sample(domain.tasks, args.limit, args.seed)
         if wanted:
             tasks = [t for t in domain.tasks if t.id in wanted]
