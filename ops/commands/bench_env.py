@@ -1,5 +1,8 @@
 """`arena bench env [ENV ...] [--json]`: reset, call, sandboxed call and verify latencies, and RSS.
 
+`--tau2 DOMAIN --from CHECKOUT` measures an imported τ² domain beside τ²'s own environment on the
+same tasks instead (`ops.commands.tau2_parity`).
+
 Runs over every executable environment that loads (bundled and on the environment path) unless
 names are given. The sandboxed numbers need `arena.sandbox`; without it they are null and a note
 says why.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,6 +34,8 @@ from arena.env.registry import discover
 from arena.env.runtime import Environment
 from ops.cli import Cli, CliError
 from ops.commands.envs import env_path_of, env_path_parent, quiet_logs
+from ops.commands.tau2_parity import add_side_arguments
+from ops.config_public import TAU2_DOMAINS
 
 SANDBOX_CALLS = 60
 
@@ -90,9 +96,25 @@ async def _run(args: argparse.Namespace, envs: list[Environment], notes: list[st
     return results
 
 
+def _tau2(args: argparse.Namespace) -> int:
+    """`--tau2 DOMAIN`: the imported τ² domain beside τ²'s own environment, in one run."""
+    from ops.commands.envs import daemon_config
+    from ops.commands.tau2_parity import env_comparison, timing_text
+
+    doc = env_comparison(args, daemon_config(args))
+    if args.json:
+        print(json.dumps({"tau2": doc}, indent=2))
+        return 0
+    print(f"τ² {doc['domain']} @ {(doc['commit'] or 'unknown')[:12]}, {doc['tasks']} tasks (medians):")
+    print("\n".join(timing_text(doc)))
+    return 0
+
+
 def cmd_bench_env(args: argparse.Namespace) -> int:
     """`arena bench env`."""
     quiet_logs()
+    if args.tau2:
+        return _tau2(args)
     notes: list[str] = []
     envs = _environments(args, notes)
     results = anyio.run(_run, args, envs, notes)
@@ -149,4 +171,14 @@ def register(cli: Cli) -> None:
         "--instances", type=int, default=1000, help="live instances for the RSS figure (default 1000)"
     )
     p.add_argument("--no-sandbox", action="store_true", help="skip the sandboxed-call measurement")
+    p.add_argument(
+        "--tau2",
+        metavar="DOMAIN",
+        choices=TAU2_DOMAINS,
+        help="instead: the imported τ² domain beside τ²'s own environment on the same tasks "
+        "(reset, call and check; needs --from CHECKOUT and a side interpreter, --python)",
+    )
+    add_side_arguments(p)
+    p.add_argument("--config", type=Path, help="TOML configuration (its data dir holds the τ² import)")
+    p.add_argument("--limit", type=int, metavar="N", help="with --tau2: the first N tasks (default all)")
     p.set_defaults(func=cmd_bench_env)

@@ -32,6 +32,7 @@ import anyio
 
 from ops.cli import Cli, CliError
 from ops.commands.envs import daemon_config, quiet_logs
+from ops.commands.tau2_parity import add_side_arguments, parity_reports, parity_text
 
 DOMAINS = ("retail", "airline")
 
@@ -222,6 +223,17 @@ def print_report(doc: dict[str, Any]) -> None:
             print(f"    {r['task']:>4}#{r['trial']} reward {r['reward']} {r['termination']} {parts}")
 
 
+def _parity(args: argparse.Namespace, config: Any) -> int:
+    """`--parity`: every task's gold actions through Arena and through τ²'s own environment."""
+    domains = [d.strip() for d in args.domain.split(",") if d.strip()]
+    docs = parity_reports(args, config, domains)
+    if args.json:
+        print(json.dumps({"parity": docs}, indent=2))
+    else:
+        print("\n".join(parity_text(docs)))
+    return 0 if all(d["all_equal"] for d in docs) else 1
+
+
 def cmd_bench_tau2(args: argparse.Namespace) -> int:
     """`arena bench tau2`."""
     quiet_logs()
@@ -232,9 +244,9 @@ def cmd_bench_tau2(args: argparse.Namespace) -> int:
     if args.samples > 1 and args.temperature == 0:
         print("[bench tau2] --samples > 1 at temperature 0: the trials will mostly repeat", file=sys.stderr)
     config = daemon_config(args)
+    if args.parity:
+        return _parity(args, config)
     plan = _plan(args, config)
-    # --parity (the lead): replay this run's trajectories through τ²'s own evaluator in the side
-    # interpreter and compare rewards; it takes `plan` and the runs below, and adds to `doc`.
     started = time.perf_counter()
     runs = anyio.run(_run, args, config, plan)
     policy = config.models.policy
@@ -274,5 +286,12 @@ def register(cli: Cli) -> None:
     )
     p.add_argument("--user-max-tokens", type=int, default=256, help="tokens per user message (default 256)")
     p.add_argument("--concurrency", type=int, default=1, help="runs played at once (default 1)")
-    # --parity: added by the lead (τ²'s own evaluator on these runs, side by side); see cmd_bench_tau2.
+    p.add_argument(
+        "--parity",
+        action="store_true",
+        help="replay every task's gold actions through Arena and through τ²'s own environment "
+        "(--from CHECKOUT, --python SIDE_PYTHON) and compare results and end states",
+    )
+    add_side_arguments(p)
+    p.add_argument("--no-timing", action="store_true", help="--parity without the reset and check timings")
     p.set_defaults(func=cmd_bench_tau2)

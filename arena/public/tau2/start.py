@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from arena.episode.parser import clean_text
-from arena.public.tau2.docstore import DocStore, PortedTool, call_tool
-from arena.public.tau2.replay import CallRecord
+from arena.public.tau2.docstore import DocStore, PortedTool
+from arena.public.tau2.domains import DomainPortError
+from arena.public.tau2.replay import CallRecord, Tau2ReplayError, apply_initial_state
 from arena.types import Message, ToolCall
 
 if TYPE_CHECKING:
@@ -50,17 +51,12 @@ def history(task: Tau2Task) -> list[dict[str, Any]]:
 
 
 def start_store(domain: Tau2Domain, task: Tau2Task, tools: dict[str, PortedTool]) -> DocStore:
-    """The episode's copy of the domain's database as the task starts."""
-    state = task.initial_state
-    if state is not None and (state.initialization_data or state.initialization_actions):
-        # No retail or airline task has either; τ² applies them with domain-specific functions.
-        raise Tau2SetupError(f"task {task.id}: initialization data/actions are not supported yet")
+    """The episode's copy of the domain's database as the task starts (its initial state applied)."""
     store = domain.template().copy()
-    for message in history(task):
-        for call in message.get("tool_calls") or []:
-            tool = tools.get(str(call.get("name", "")))
-            if message.get("role") == "assistant" and tool is not None and tool.writes:
-                call_tool(tools, store, tool.name, call.get("arguments") or {})
+    try:
+        apply_initial_state(store, task, domain.name, tools)
+    except (Tau2ReplayError, DomainPortError) as exc:
+        raise Tau2SetupError(f"task {task.id}: {exc}") from None
     return store
 
 

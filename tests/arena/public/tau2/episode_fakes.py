@@ -48,6 +48,7 @@ TOOLS = collect_tools(sys.modules[__name__])
 class ToyDomain:
     """Stands in for `Tau2Domain`: the attributes an episode reads."""
 
+    name = "toy"
     manifest = SimpleNamespace(domain="toy")
     policy = "Only change a balance the account owner asks for."
     tool_specs = [ToolSpec(name=name) for name in TOOLS]
