@@ -255,7 +255,7 @@ def _all_flights(store: DocStore) -> list[dict[str, Any]]:
     return [_parsed(store.raw("flights", key) or "{}") for key in store.keys("flights")]
 
 
-@functools.lru_cache(maxsize=4096)  # ~300 flights, each in a few states (seats taken) per run
+@functools.lru_cache(maxsize=1024)  # ~300 flights, a few with seats taken: tens of MB at most
 def _parsed(text: str) -> dict[str, Any]:
     return json.loads(text)
 
