@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from arena.public.tau2.docstore import call_tool, same_end_state
+from arena.public.tau2.domains import domain_tools
 from arena.public.tau2.model import Tau2Domain, Tau2Task
 from arena.public.tau2.replay import replay_gold
 from arena.public.tau2.reward import score_task
@@ -174,6 +175,7 @@ def compare_task(domain: Tau2Domain, task: Tau2Task, side: dict[str, Any]) -> Ta
     sha = hashlib.sha256(gold.store.canonical_json().encode()).hexdigest()
     criteria = task.evaluation_criteria
     nl = criteria.nl_assertions or []
+    judged = "NL_ASSERTION" in criteria.reward_basis
     score = score_task(
         task,
         end_state=gold.store,
@@ -189,14 +191,14 @@ def compare_task(domain: Tau2Domain, task: Tau2Task, side: dict[str, Any]) -> Ta
         results_equal=not diffs and len(theirs) == len(gold.results),
         end_state_equal=sha == side.get("db_sha256"),
         gold_reward=score.reward,
-        nl_unjudged=len(nl),
+        nl_unjudged=len(nl) if judged else 0,
         diffs=diffs[:5],
     )
 
 
 def arena_timing(domain: Tau2Domain, tasks: list[Tau2Task]) -> dict[str, float]:
     """Median seconds of Arena's reset, call and end-state check (cached and uncached gold)."""
-    template, tools = domain.template(), domain.tools()
+    template, tools = domain.template(), domain_tools(domain.name)
     golds = {t.id: replay_gold(domain, t).store for t in tasks}
     resets, calls, checks, uncached = [], [], [], []
     for task in tasks:
