@@ -14,12 +14,12 @@ do not enforce the policy (a basic-economy reservation's flights can be changed,
 cancelled): following it is the agent's part, seeing it the checker's.
 
 The records' shapes, lookups and error reporting are in `airline_records.py`, `calculate` in
-`arith.py`.
+`arithmetic.py`.
 
 On purpose different:
 - A call that fails changes nothing. τ² fails a few calls after a partial write (a booking that pays
   twice with one certificate, a bag change whose fee is not whole dollars) and keeps that part.
-- `calculate` refuses an integer power past 2**1_000_000 at once (see `arith.py`).
+- `calculate` refuses an integer power past 2**1_000_000 at once (see `arithmetic.py`).
 - `normalize` fills a user's missing `user_id` from its key, so tau-bench (v1)'s airline data, whose
   users lack the field τ²'s model requires, loads as τ²'s own file does.
 - The airport list is the same twenty airports as τ²'s, kept here as data.
@@ -44,11 +44,12 @@ from arena.public.tau2.airline_records import (
     find_reservation,
     find_user,
     on_date,
-    reported_tool,
 )
 from arena.public.tau2.airline_records import normalize as normalize
-from arena.public.tau2.arith import calculate_text
-from arena.public.tau2.docstore import DocStore, Record, Tau2ToolError
+from arena.public.tau2.arithmetic import calculate as calculate_text
+from arena.public.tau2.docstore import DocStore, Record, Tau2ToolError, ported_tool
+
+TOOLKIT = "AirlineTools"  # τ²'s class of these tools, named in messages about a call's arguments
 
 NOW = "2024-05-15T15:00:00"
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -83,7 +84,7 @@ def _charge(user: dict[str, Any], payment_id: Any, total: Any) -> dict[str, Any]
 # --- the tools ---------------------------------------------------------------------------------
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def book_reservation(
     store: DocStore,
     user_id: str,
@@ -177,13 +178,13 @@ def book_reservation(
     return Record(reservation)
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def calculate(store: DocStore, expression: str) -> str:
     """Evaluate an arithmetic expression; the result rounded to two decimals."""
     return calculate_text(expression)
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def cancel_reservation(store: DocStore, reservation_id: str) -> Record:
     """Cancel a reservation: refund every payment to its method."""
     reservation = find_reservation(store, reservation_id)
@@ -196,19 +197,19 @@ def cancel_reservation(store: DocStore, reservation_id: str) -> Record:
     return Record(reservation)
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def get_reservation_details(store: DocStore, reservation_id: str) -> Record:
     """A reservation as stored."""
     return Record(find_reservation(store, reservation_id))
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def get_user_details(store: DocStore, user_id: str) -> Record:
     """A user's profile, with payment methods and reservation ids."""
     return Record(find_user(store, user_id))
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def list_all_airports(store: DocStore) -> list[Record]:
     """The airports served, by IATA code and city."""
     pairs = (entry.split(" ", 1) for entry in AIRPORTS.split("|"))
@@ -260,13 +261,13 @@ def _parsed(text: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def search_direct_flight(store: DocStore, origin: str, destination: str, date: str) -> list[Record]:
     """Bookable non-stop flights between two airports on a date."""
     return [Record(f) for f in _direct(_all_flights(store), date, origin, destination)]
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def search_onestop_flight(store: DocStore, origin: str, destination: str, date: str) -> list[list[Record]]:
     """Bookable pairs of flights with one connection between two airports on a date."""
     flights = _all_flights(store)
@@ -282,7 +283,7 @@ def search_onestop_flight(store: DocStore, origin: str, destination: str, date: 
     return pairs
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def send_certificate(store: DocStore, user_id: str, amount: int) -> str:
     """Give a user a travel certificate (at most three per episode)."""
     user = find_user(store, user_id)
@@ -296,13 +297,13 @@ def send_certificate(store: DocStore, user_id: str, amount: int) -> str:
     raise Tau2ToolError("Too many certificates")
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def transfer_to_human_agents(store: DocStore, summary: str) -> str:
     """Hand the conversation to a person (ends the episode)."""
     return "Transfer successful"
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def update_reservation_baggages(
     store: DocStore,
     reservation_id: str,
@@ -324,7 +325,7 @@ def update_reservation_baggages(
     return Record(reservation)
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def update_reservation_flights(
     store: DocStore, reservation_id: str, cabin: str, flights: list[Any], payment_id: str
 ) -> Record:
@@ -378,7 +379,7 @@ def update_reservation_flights(
     return Record(reservation)
 
 
-@reported_tool(writes=True)
+@ported_tool(writes=True)
 def update_reservation_passengers(store: DocStore, reservation_id: str, passengers: list[Any]) -> Record:
     """Replace a reservation's passengers (the same number of them)."""
     passengers = as_models(passengers, Passenger)
@@ -392,7 +393,7 @@ def update_reservation_passengers(store: DocStore, reservation_id: str, passenge
     return Record(reservation)
 
 
-@reported_tool(writes=False)
+@ported_tool(writes=False)
 def get_flight_status(store: DocStore, flight_number: str, date: str) -> str:
     """A flight's status on a date (available, landed, cancelled, delayed, flying, on time)."""
     return on_date(find_flight(store, flight_number), flight_number, date)["status"]

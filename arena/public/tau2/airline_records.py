@@ -10,18 +10,15 @@ behaviour rather than a look-alike:
   agent can read (`FlightInfo`, `Passenger`, `Payment`, `Certificate`, `Reservation`) keep τ²'s names.
 
 The lookups refuse as τ²'s do (`User x not found`; a list as a key is unhashable), and
-`reported_tool` turns what τ²'s code would raise on odd arguments into the agent's error text.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from arena.public.tau2.docstore import DocStore, Tau2ToolError, ported_tool
+from arena.public.tau2.docstore import DocStore, Tau2ToolError
 
 Cabin = Literal["business", "economy", "basic_economy"]
 
@@ -253,25 +250,3 @@ def as_models(items: Any, model: type[Any]) -> Any:
     if all(isinstance(item, dict) for item in items):
         return [model(**item) for item in items]
     return items
-
-
-# What τ²'s tool code can raise on odd arguments; its environment reports any of them as
-# `Error: <str(exception)>`, so the port reports them the same way (pydantic's ValidationError is
-# a ValueError).
-_REPORTED = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, SyntaxError, RecursionError)
-
-
-def reported_tool(*, writes: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """`ported_tool`, reporting what τ²'s code would raise on odd arguments as τ²'s environment does."""
-
-    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def run(store: DocStore, **arguments: Any) -> Any:
-            try:
-                return fn(store, **arguments)
-            except _REPORTED as exc:
-                raise Tau2ToolError(str(exc)) from exc
-
-        return ported_tool(writes=writes)(run)
-
-    return mark

@@ -37,6 +37,17 @@ _PORTED_ATTR = "__tau2_ported__"
 _COPY_LOCK = threading.Lock()
 
 Normalizer = Callable[[str, str, dict[str, Any]], dict[str, Any]]
+# What τ²'s tools raise on odd arguments, reported to the agent as τ² reports them; anything else
+# is a defect of the port and propagates.
+PYTHON_FAILURES: tuple[type[Exception], ...] = (
+    ArithmeticError,
+    AttributeError,
+    LookupError,
+    RecursionError,
+    SyntaxError,
+    TypeError,
+    ValueError,
+)
 
 
 class Tau2ToolError(Exception):
@@ -181,11 +192,16 @@ def _create(conn: sqlite3.Connection, collection: str) -> None:
 
 @dataclass(frozen=True)
 class PortedTool:
-    """A τ² tool re-implemented over a `DocStore`; `writes` as τ²'s `mutates_state`."""
+    """A τ² tool re-implemented over a `DocStore`; `writes` as τ²'s `mutates_state`.
+
+    `toolkit` is the τ² class the tool is a method of (`RetailTools`): Python names it in the
+    message about a call's missing or unexpected arguments, which the agent reads.
+    """
 
     name: str
     fn: Callable[..., Any]
     writes: bool
+    toolkit: str = ""
 
 
 def ported_tool(*, writes: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -199,11 +215,13 @@ def ported_tool(*, writes: bool = False) -> Callable[[Callable[..., Any]], Calla
 
 
 def collect_tools(module: ModuleType) -> dict[str, PortedTool]:
-    """The ported tools a domain module defines, by name."""
+    """The ported tools a domain module defines, by name (its `TOOLKIT` names their τ² class)."""
+    toolkit = str(getattr(module, "TOOLKIT", ""))
     tools: dict[str, PortedTool] = {}
     for name, value in vars(module).items():
         if callable(value) and hasattr(value, _PORTED_ATTR):
-            tools[name] = PortedTool(name=name, fn=value, writes=bool(getattr(value, _PORTED_ATTR)))
+            writes = bool(getattr(value, _PORTED_ATTR))
+            tools[name] = PortedTool(name=name, fn=value, writes=writes, toolkit=toolkit)
     return tools
 
 
@@ -225,15 +243,27 @@ def call_tool(
         return CallOutcome(content=f"Error: the arguments of {name} must be an object", error=True)
     try:
         inspect.signature(tool.fn).bind(store, **arguments)
-    except TypeError as exc:
-        # A missing or unexpected argument: say which, as calling τ²'s method would.
-        return CallOutcome(content=f"Error: {name}() {exc}", error=True)
+    except TypeError:
+        return CallOutcome(content=f"Error: {_argument_fault(tool, store, arguments)}", error=True)
     try:
         with store.savepoint():
             result = tool.fn(store, **arguments)
-    except Tau2ToolError as exc:
+    except (Tau2ToolError, *PYTHON_FAILURES) as exc:
+        # τ²'s environment answers any exception of a tool as `Error: <exception>`; what τ²'s code
+        # raises on odd arguments (a wrong type, a missing key) is Python's, so the port lets
+        # Python raise the same and reports it the same way.
         return CallOutcome(content=f"Error: {exc}", error=True)
     return CallOutcome(content=render(result))
+
+
+def _argument_fault(tool: PortedTool, store: DocStore, arguments: dict[str, Any]) -> str:
+    """Python's own message about the call's arguments, with τ²'s class in the name."""
+    try:
+        tool.fn(store, **arguments)  # fails binding, before the tool's body runs
+    except TypeError as exc:
+        text = str(exc)
+        return f"{tool.toolkit}.{text}" if tool.toolkit and text.startswith(f"{tool.name}()") else text
+    raise AssertionError("unreachable: the arguments did not bind")  # pragma: no cover
 
 
 def render(result: Any) -> str:

@@ -29,7 +29,6 @@ Differences on purpose:
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any, Literal
@@ -39,24 +38,10 @@ from arena.public.tau2.docstore import DocStore, Record, Tau2ToolError, ported_t
 from arena.public.tau2.retail_records import COLLECTIONS, OrderPayment, UserAddress, normalize
 
 __all__ = ["COLLECTIONS", "normalize"]  # and the tools, found by `collect_tools`
+TOOLKIT = "RetailTools"  # τ²'s class of these tools, named in messages about a call's arguments
+
 
 # --- lookups ------------------------------------------------------------------------------------
-
-# What a bad argument makes Python raise in a tool (calculate: SyntaxError, RecursionError too).
-_FAILURES = (ArithmeticError, AttributeError, LookupError, RecursionError, SyntaxError, TypeError, ValueError)
-
-
-def _tau2_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Report a Python failure inside a tool as τ²'s environment does, as a refusal."""
-
-    @functools.wraps(fn)
-    def run(store: DocStore, **arguments: Any) -> Any:
-        try:
-            return fn(store, **arguments)
-        except _FAILURES as exc:  # a refusal (Tau2ToolError) passes through untouched
-            raise Tau2ToolError(str(exc)) from exc
-
-    return run
 
 
 def _find(store: DocStore, collection: str, key: Any, missing: str) -> dict[str, Any]:
@@ -119,8 +104,6 @@ def _address(**fields: Any) -> dict[str, Any]:
 
 
 @ported_tool(writes=False)
-@ported_tool(writes=False)
-@_tau2_errors
 def calculate(store: DocStore, expression: str) -> str:
     """Evaluate an arithmetic expression; the result rounded to 2 decimals, as text."""
     return arithmetic.calculate(expression)
@@ -130,7 +113,6 @@ def calculate(store: DocStore, expression: str) -> str:
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def find_user_id_by_email(store: DocStore, email: str) -> str:
     """The id of the first user whose email matches, ignoring case."""
     for user_id, user in store.items("users"):
@@ -140,7 +122,6 @@ def find_user_id_by_email(store: DocStore, email: str) -> str:
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def find_user_id_by_name_zip(store: DocStore, first_name: str, last_name: str, zip: str) -> str:
     """The id of the first user with this name (ignoring case) and exactly this zip code."""
     for user_id, user in store.items("users"):
@@ -155,21 +136,18 @@ def find_user_id_by_name_zip(store: DocStore, first_name: str, last_name: str, z
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def get_order_details(store: DocStore, order_id: str) -> Record:
     """The order record."""
     return Record(_order(store, order_id))
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def get_product_details(store: DocStore, product_id: str) -> Record:
     """The product record with all its items."""
     return Record(_find(store, "products", product_id, "Product not found"))
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def get_item_details(store: DocStore, item_id: str) -> Record:
     """The item (variant) with this id, from the first product that has it."""
     for _, product in store.items("products"):
@@ -179,14 +157,12 @@ def get_item_details(store: DocStore, item_id: str) -> Record:
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def get_user_details(store: DocStore, user_id: str) -> Record:
     """The user record."""
     return Record(_user(store, user_id))
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def list_all_product_types(store: DocStore) -> str:
     """JSON of product name -> product id, sorted by name (a later product wins a name)."""
     by_name = {product["name"]: product["product_id"] for _, product in store.items("products")}
@@ -194,7 +170,6 @@ def list_all_product_types(store: DocStore) -> str:
 
 
 @ported_tool(writes=False)
-@_tau2_errors
 def transfer_to_human_agents(store: DocStore, summary: str) -> str:
     """Hand the conversation to a human; nothing changes."""
     return "Transfer successful"
@@ -204,7 +179,6 @@ def transfer_to_human_agents(store: DocStore, summary: str) -> str:
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def cancel_pending_order(store: DocStore, order_id: str, reason: str) -> Record:
     """Cancel a pending order: refund every payment (a gift card's at once) and record why."""
     order = _order(store, order_id)
@@ -252,7 +226,6 @@ def _price_difference(
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def exchange_delivered_order_items(
     store: DocStore, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> Record:
@@ -278,7 +251,6 @@ def exchange_delivered_order_items(
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def modify_pending_order_address(
     store: DocStore,
     order_id: str,
@@ -301,7 +273,6 @@ def modify_pending_order_address(
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def modify_pending_order_items(
     store: DocStore, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> Record:
@@ -334,7 +305,6 @@ def modify_pending_order_items(
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def modify_pending_order_payment(store: DocStore, order_id: str, payment_method_id: str) -> Record:
     """Pay a pending order with another method: charge the new one, refund the old one."""
     order = _order(store, order_id)
@@ -363,7 +333,6 @@ def modify_pending_order_payment(store: DocStore, order_id: str, payment_method_
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def modify_user_address(
     store: DocStore, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
 ) -> Record:
@@ -377,7 +346,6 @@ def modify_user_address(
 
 
 @ported_tool(writes=True)
-@_tau2_errors
 def return_delivered_order_items(
     store: DocStore, order_id: str, item_ids: list[str], payment_method_id: str
 ) -> Record:

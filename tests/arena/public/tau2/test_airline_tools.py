@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from arena.public.tau2 import airline
-from arena.public.tau2.arith import calculate_text
+from arena.public.tau2.arithmetic import calculate as calculate_text
 from arena.public.tau2.docstore import CallOutcome, DocStore, call_tool, collect_tools
 from tests.arena.public.tau2.airline_db import ADA, KIM, airline_db
 

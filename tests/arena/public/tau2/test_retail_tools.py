@@ -449,7 +449,7 @@ def test_modify_addresses(store: DocStore) -> None:
 def test_unknown_tool_and_wrong_arguments(store: DocStore) -> None:
     assert refused(store, "refund_everything", order_id="#W1") == "Error: Tool 'refund_everything' not found."
     assert refused(store, "cancel_pending_order", order_id="#W1").startswith(
-        "Error: cancel_pending_order() missing"
+        "Error: RetailTools.cancel_pending_order() missing"
     )
     assert "unexpected keyword argument 'force'" in refused(
         store, "cancel_pending_order", order_id="#W1", reason="no longer needed", force=True

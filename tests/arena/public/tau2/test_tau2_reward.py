@@ -85,7 +85,7 @@ def _gold_calls(task: Tau2Task) -> list[tuple[str, dict[str, Any]]]:
     return [(a.name, a.arguments) for a in task.evaluation_criteria.actions]
 
 
-def test_the_gold_solution_scores_one_under_every_basis(mini_domain: Any, port: str) -> None:
+def test_the_gold_solution_scores_one_under_every_basis(mini_domain: Any) -> None:
     for task in mini_domain.tasks:
         criteria = task.evaluation_criteria
         texts = [f"Noted: {info}." for info in criteria.communicate_info]
@@ -95,7 +95,7 @@ def test_the_gold_solution_scores_one_under_every_basis(mini_domain: Any, port: 
         assert score.basis == criteria.reward_basis and score.db is True
 
 
-def test_db_cheap_agents_score_zero(mini_domain: Any, port: str) -> None:
+def test_db_cheap_agents_score_zero(mini_domain: Any) -> None:
     ada = ("find_user_id_by_email", {"email": "ada.park@example.com"})
     look = ("get_order_details", {"order_id": "#W1000001"})
     cancel = ("cancel_pending_order", {"order_id": "#W1000001", "reason": "no longer needed"})
@@ -129,7 +129,7 @@ def test_db_cheap_agents_score_zero(mini_domain: Any, port: str) -> None:
     assert score.reward == 1.0
 
 
-def test_undoing_its_own_write_leaves_the_state_gold_expects(mini_domain: Any, port: str) -> None:
+def test_undoing_its_own_write_leaves_the_state_gold_expects(mini_domain: Any) -> None:
     # Task 2's gold writes nothing; an agent that changes an address and puts it back ends equal.
     calls = [
         ("modify_user_address", {"user_id": "ada_park_1001", **NEW}),
@@ -139,9 +139,7 @@ def test_undoing_its_own_write_leaves_the_state_gold_expects(mini_domain: Any, p
     assert _score(mini_domain, "2", calls[:1], nl=[True, True]).db is False
 
 
-def test_communicate_is_a_substring_check_without_commas_and_needs_no_lookup(
-    mini_domain: Any, port: str
-) -> None:
+def test_communicate_is_a_substring_check_without_commas_and_needs_no_lookup(mini_domain: Any) -> None:
     # τ²'s rule: the value said counts even when the agent never looked it up (guessed, or told by the user).
     guessed = _score(mini_domain, "4", [], ["Your TRACKING number is 900000000001!"])
     assert guessed.reward == 1.0 and guessed.communicate == [True]
@@ -160,7 +158,7 @@ def test_communicate_is_a_substring_check_without_commas_and_needs_no_lookup(
     )
 
 
-def test_action_checks_follow_tau2s_argument_rule(mini_domain: Any, port: str) -> None:
+def test_action_checks_follow_tau2s_argument_rule(mini_domain: Any) -> None:
     user = ("get_user_details", {"user_id": "ada_park_1001"})
     order = ("get_order_details", {"order_id": "#W1000002"})
     assert _score(mini_domain, "3", [user, order]).reward == 1.0
@@ -192,7 +190,7 @@ def test_action_matches_on_the_named_arguments() -> None:
     assert not action_matches(plain, CallRecord(name="f", arguments={"x": 1}), strict=True)
 
 
-def test_nl_assertions_take_the_judges_verdicts_and_fail_without_a_judge(mini_domain: Any, port: str) -> None:
+def test_nl_assertions_take_the_judges_verdicts_and_fail_without_a_judge(mini_domain: Any) -> None:
     missing = _score(mini_domain, "5", [], ["We do not sell bicycles."])
     assert missing.reward == 0.0 and missing.nl is None
     assert missing.detail == ["NL_ASSERTION: no judge verdicts were given (the judge was missing)"]
@@ -206,7 +204,7 @@ def test_nl_assertions_take_the_judges_verdicts_and_fail_without_a_judge(mini_do
     assert _score(mini_domain, "2", _gold_calls(mini_domain.task("2")), nl=[False, True]).reward == 0.0
 
 
-def test_a_run_that_did_not_stop_scores_zero(mini_domain: Any, port: str) -> None:
+def test_a_run_that_did_not_stop_scores_zero(mini_domain: Any) -> None:
     task = mini_domain.task("0")
     for termination in ("max_steps", "too_many_errors", "agent_error"):
         score = _score(mini_domain, "0", _gold_calls(task), termination=termination)
@@ -214,7 +212,7 @@ def test_a_run_that_did_not_stop_scores_zero(mini_domain: Any, port: str) -> Non
     assert _score(mini_domain, "0", _gold_calls(task), termination="user_stop").reward == 1.0
 
 
-def test_the_initial_state_runs_the_set_up_and_the_histories_writes(mini_domain: Any, port: str) -> None:
+def test_the_initial_state_runs_the_set_up_and_the_histories_writes(mini_domain: Any) -> None:
     task = mini_domain.task("6")
     start = initial_state(mini_domain, task)
     assert start.get("users", "ben_ortiz_1002")["address"]["address1"] == "40 Bay Street"  # set-up action
@@ -233,12 +231,12 @@ def test_the_initial_state_runs_the_set_up_and_the_histories_writes(mini_domain:
     assert _score(mini_domain, "6", []).reward == 0.0
 
 
-def test_a_task_without_criteria_scores_one_whatever_the_agent_did(mini_domain: Any, port: str) -> None:
+def test_a_task_without_criteria_scores_one_whatever_the_agent_did(mini_domain: Any) -> None:
     score = _score(mini_domain, "8", [("modify_user_address", {"user_id": "ben_ortiz_1002", **NEW})])
     assert score.reward == 1.0 and score.db is True
 
 
-def test_env_assertions_and_a_failing_set_up_are_named(mini_domain: Any, port: str) -> None:
+def test_env_assertions_and_a_failing_set_up_are_named(mini_domain: Any) -> None:
     task = mini_domain.task("0").model_copy(deep=True)
     task.evaluation_criteria.env_assertions = [
         {"env_type": "assistant", "func_name": "assert_x", "arguments": {}}
