@@ -30,7 +30,9 @@ def side_python(args: argparse.Namespace) -> str:
 
 def add_side_arguments(p: argparse.ArgumentParser) -> None:
     """`--from` and `--python`, shared by the parity and the environment comparison."""
-    p.add_argument("--from", dest="checkout", metavar="CHECKOUT", help="a tau2-bench checkout (its src/ and data/)")
+    p.add_argument(
+        "--from", dest="checkout", metavar="CHECKOUT", help="a tau2-bench checkout (its src/ and data/)"
+    )
     p.add_argument(
         "--python",
         metavar="PYTHON",
@@ -54,7 +56,9 @@ def _domain(config: Any, name: str) -> Any:
     try:
         return load_domain(config.data.dir, name)
     except FileNotFoundError:
-        raise CliError(f"τ² {name} is not imported: arena envs import-tau2 --from CHECKOUT --domain {name}") from None
+        raise CliError(
+            f"τ² {name} is not imported: arena envs import-tau2 --from CHECKOUT --domain {name}"
+        ) from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -88,7 +92,9 @@ def parity_text(docs: list[dict[str, Any]]) -> list[str]:
             f"gold reward 1.0 {d['gold_reward_1']}/{d['tasks']} ({d['nl_assertions_unjudged']} NL assertions not judged)"
         )
         for t in d["different"][:10]:
-            lines.append(f"  task {t['task']}: results {t['results_equal']}, end state {t['end_state_equal']}")
+            lines.append(
+                f"  task {t['task']}: results {t['results_equal']}, end state {t['end_state_equal']}"
+            )
         if "timing" in d:
             lines += timing_text(d["timing"])
     return lines

@@ -89,7 +89,6 @@ async def _run(
 ) -> None:
     from arena.public.tau2.episode import Tau2Limits
     from arena.public.tau2.run import play
-
     from simulate.simulators.judge import TrajectoryJudge
     from simulate.simulators.user import SimulatedUser
 
