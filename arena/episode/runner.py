@@ -12,12 +12,10 @@ Cancellation is not caught: a cancelled episode simply stops.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Literal, Protocol
 
 import anyio
@@ -84,15 +82,6 @@ class _Stop(Exception):
         super().__init__(finish)
         self.finish: FinishKind = finish
         self.detail = detail
-
-
-@contextlib.contextmanager
-def _timeout(seconds: float | None) -> Iterator[None]:
-    if seconds is None:
-        yield
-    else:
-        with anyio.fail_after(seconds):
-            yield
 
 
 def _completion_tokens(completion: Completion) -> int:
@@ -181,7 +170,7 @@ class _Episode:
         index = len(t.turns)
         started = time.perf_counter()
         try:
-            with _timeout(cfg.turn_timeout_s):
+            with anyio.fail_after(cfg.turn_timeout_s):
                 completion = await self.policy.chat(view, tools=self.tools or None, params=params)
         except ModelError as exc:
             raise _Stop("model_error", str(exc) or type(exc).__name__) from None
@@ -324,7 +313,7 @@ class _Episode:
         assert self.user is not None
         started = time.perf_counter()
         try:
-            with _timeout(self.config.turn_timeout_s):
+            with anyio.fail_after(self.config.turn_timeout_s):
                 reply = await self.user.reply(self.user_context, list(self.user_view))
         except TimeoutError:
             raise _Stop("env_error", "the user simulator did not answer in time") from None

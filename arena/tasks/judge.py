@@ -117,6 +117,28 @@ def parse_judge_output(text: str, n_criteria: int) -> JudgeOutput:
     return out
 
 
+async def judge_verdicts(
+    judge: ChatModel, messages: list[Message], n_criteria: int, *, attempts: int = 3, label: str = ""
+) -> tuple[JudgeOutput | None, str]:
+    """Ask `judge` for one verdict per criterion; None and the last problem when no answer validates."""
+    problem = "no attempt made"
+    for attempt in range(attempts):
+        # Greedy first; later attempts sample so that a retry does not repeat the same bad answer.
+        params = SamplingParams(
+            temperature=0.0 if attempt == 0 else 0.7,
+            seed=attempt,
+            max_tokens=96 + 96 * n_criteria,
+            json_schema=judge_schema(n_criteria),
+        )
+        try:
+            completion = await judge.chat(messages, params=params)
+            return parse_judge_output(completion.text, n_criteria), ""
+        except (ModelError, ValueError) as exc:
+            problem = str(exc)
+            log.info("judge_attempt_failed", check=label, attempt=attempt + 1, problem=problem)
+    return None, f"judge gave no valid verdict after {attempts} attempts: {problem}"
+
+
 async def judge_rubric(
     judge: ChatModel | None, check: RubricCheck, *, intent: str, transcript_text: str, attempts: int = 3
 ) -> CheckResult:
@@ -126,30 +148,11 @@ async def judge_rubric(
         return CheckResult(kind="rubric", name=name, passed=False, detail="no judge model configured")
     n = len(check.criteria)
     messages = judge_messages(intent, transcript_text, check.criteria)
-    problem = "no attempt made"
-    for attempt in range(attempts):
-        # Greedy first; later attempts sample so that a retry does not repeat the same bad answer.
-        params = SamplingParams(
-            temperature=0.0 if attempt == 0 else 0.7,
-            seed=attempt,
-            max_tokens=96 + 96 * n,
-            json_schema=judge_schema(n),
-        )
-        try:
-            completion = await judge.chat(messages, params=params)
-            out = parse_judge_output(completion.text, n)
-        except (ModelError, ValueError) as exc:
-            problem = str(exc)
-            log.info("judge_attempt_failed", check=name, attempt=attempt + 1, problem=problem)
-            continue
-        failed = [v for v in out.verdicts if not v.passed]
-        if not failed:
-            return CheckResult(kind="rubric", name=name, passed=True, detail=f"all {n} criteria met")
-        detail = "; ".join(f"not met: {check.criteria[v.criterion - 1]} ({v.reason.strip()})" for v in failed)
-        return CheckResult(kind="rubric", name=name, passed=False, detail=detail)
-    return CheckResult(
-        kind="rubric",
-        name=name,
-        passed=False,
-        detail=f"judge gave no valid verdict after {attempts} attempts: {problem}",
-    )
+    out, problem = await judge_verdicts(judge, messages, n, attempts=attempts, label=name)
+    if out is None:
+        return CheckResult(kind="rubric", name=name, passed=False, detail=problem)
+    failed = [v for v in out.verdicts if not v.passed]
+    if not failed:
+        return CheckResult(kind="rubric", name=name, passed=True, detail=f"all {n} criteria met")
+    detail = "; ".join(f"not met: {check.criteria[v.criterion - 1]} ({v.reason.strip()})" for v in failed)
+    return CheckResult(kind="rubric", name=name, passed=False, detail=detail)

@@ -17,11 +17,11 @@ from typing import Any
 
 import structlog
 
-from arena.store import PublicRunRow, public_runs
+from arena.store import public_runs
 from ops.phases.base import PhaseContext
 from ops.phases.episodes import run_items
 from ops.phases.public_scores import PublicYardstick, summarize
-from ops.phases.public_yardstick import reuse_runs
+from ops.phases.public_yardstick import reuse_runs, run_saver
 from work.jobs import EpisodeResult, WorkItem
 
 log = structlog.get_logger(__name__)
@@ -112,25 +112,9 @@ async def _run(
             verdict={"error_type": None if passed else _failure(run), "seconds": run.seconds},
         )
 
-    async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
-        for item, result in batch:
-            verdict = result.verdict if isinstance(result.verdict, dict) else {}
-            await public_runs.add_run(
-                s,
-                PublicRunRow(
-                    round=ctx.round,
-                    stage=stage,
-                    benchmark=BENCHMARK,
-                    entry_id=item.task_id,
-                    category=item.env,
-                    version=version,
-                    policy=policy,
-                    passed=result.passed,
-                    error_type=verdict.get("error_type"),
-                    finish=result.finish,
-                    seconds=float(verdict.get("seconds") or 0.0),
-                ),
-            )
+    save = run_saver(
+        ctx, stage=stage, benchmark=BENCHMARK, version=version, policy=policy, category=lambda item: item.env
+    )
 
     items = [WorkItem(task_id=key, env=d.name, sample_idx=0) for key, (d, _) in by_key.items()]
     ctx.progress(len(done), len(items), f"public yardstick: {len(items) - len(done)} τ² tasks to run")

@@ -17,6 +17,7 @@ BFCL's (`arena.public.bfcl`), so a round's figure can be set beside published on
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -118,6 +119,31 @@ async def _run(
             verdict=v.model_dump(mode="json") | {"seconds": run.seconds if run else 0.0},
         )
 
+    save = run_saver(
+        ctx,
+        stage=stage,
+        benchmark=BENCHMARK,
+        version=bench.version,
+        policy=policy,
+        category=lambda item: by_id[item.task_id].category,
+    )
+
+    items = [WorkItem(task_id=e.id, env=e.env, sample_idx=0) for e in entries]
+    ctx.progress(len(done), len(items), f"public yardstick: {len(items) - len(done)} BFCL entries to run")
+    await run_items(ctx, items, one, done=done, save=save, concurrency=ctx.config.round.episode_concurrency)
+
+
+def run_saver(
+    ctx: PhaseContext,
+    *,
+    stage: str,
+    benchmark: str,
+    version: str,
+    policy: str,
+    category: Callable[[WorkItem], str],
+) -> Callable[[Any, list[tuple[WorkItem, EpisodeResult]]], Awaitable[None]]:
+    """What `run_items` calls to store a batch of a public benchmark's runs (one row per entry)."""
+
     async def save(s: Any, batch: list[tuple[WorkItem, EpisodeResult]]) -> None:
         for item, result in batch:
             verdict = result.verdict if isinstance(result.verdict, dict) else {}
@@ -126,10 +152,10 @@ async def _run(
                 PublicRunRow(
                     round=ctx.round,
                     stage=stage,
-                    benchmark=BENCHMARK,
+                    benchmark=benchmark,
                     entry_id=item.task_id,
-                    category=by_id[item.task_id].category,
-                    version=bench.version,
+                    category=category(item),
+                    version=version,
                     policy=policy,
                     passed=result.passed,
                     error_type=verdict.get("error_type"),
@@ -138,9 +164,7 @@ async def _run(
                 ),
             )
 
-    items = [WorkItem(task_id=e.id, env=e.env, sample_idx=0) for e in entries]
-    ctx.progress(len(done), len(items), f"public yardstick: {len(items) - len(done)} BFCL entries to run")
-    await run_items(ctx, items, one, done=done, save=save, concurrency=ctx.config.round.episode_concurrency)
+    return save
 
 
 async def reuse_runs(

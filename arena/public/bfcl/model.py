@@ -18,9 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arena.env.objects import BackendSource, read_backend
+from arena.public.jsonl import read_models
 from arena.types import ToolSpec
 
 SUBDIR = Path("public") / "bfcl"
@@ -154,15 +155,7 @@ class BfclBenchmark:
 
 def read_entries(path: Path) -> list[BfclEntry]:
     """The entries of one category file; `ValueError` naming the line that is wrong."""
-    out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(BfclEntry.model_validate_json(line))
-        except ValidationError as exc:
-            raise ValueError(f"{path}:{number}: {exc.errors()[0]['msg']}") from None
-    return out
+    return read_models(path, BfclEntry)
 
 
 @functools.lru_cache(maxsize=4)

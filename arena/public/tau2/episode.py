@@ -25,9 +25,7 @@ end state, asking the judge about NL assertions only when the task's reward basi
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -98,15 +96,6 @@ class _End(Exception):
         super().__init__(detail)
         self.termination: Termination = termination
         self.detail = detail
-
-
-@contextlib.contextmanager
-def _timeout(seconds: float | None) -> Iterator[None]:
-    if seconds is None:
-        yield
-    else:
-        with anyio.fail_after(seconds):
-            yield
 
 
 def system_prompt(domain: Tau2Domain) -> str:
@@ -183,7 +172,7 @@ class _Play:
 
     async def _agent(self) -> Side:
         try:
-            with _timeout(self.limits.turn_timeout_s):
+            with anyio.fail_after(self.limits.turn_timeout_s):
                 completion = await self.policy.chat(
                     policy_view(self.history), tools=self.tool_specs or None, params=self.params
                 )
@@ -256,7 +245,7 @@ class _Play:
 
     async def _user(self) -> Side:
         try:
-            with _timeout(self.limits.turn_timeout_s):
+            with anyio.fail_after(self.limits.turn_timeout_s):
                 turn = await self.user.reply(self.context, list(self.user_view))
         except TimeoutError:
             raise _End(

@@ -21,8 +21,9 @@ import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from arena.public.jsonl import read_models
 from arena.public.tau2.docstore import DocStore
 from arena.public.tau2.domains import domain_port
 from arena.types import ToolSpec
@@ -228,15 +229,7 @@ def _template(db_file: Path, stamp: float, port_module: str) -> DocStore:
 
 def read_tasks(path: Path) -> list[Tau2Task]:
     """The tasks of a `tasks.jsonl`; `ValueError` naming the line that is wrong."""
-    out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Tau2Task.model_validate_json(line))
-        except ValidationError as exc:
-            raise ValueError(f"{path}:{number}: {exc.errors()[0]['msg']}") from None
-    return out
+    return read_models(path, Tau2Task)
 
 
 @functools.lru_cache(maxsize=8)

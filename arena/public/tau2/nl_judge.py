@@ -8,14 +8,10 @@ criterion. As in τ², the judge does not see the user's hidden scenario, only t
 
 from __future__ import annotations
 
-import structlog
-
-from arena.protocols import ChatModel, ModelError
-from arena.tasks.judge import judge_messages, judge_schema, parse_judge_output
+from arena.protocols import ChatModel
+from arena.tasks.judge import judge_messages, judge_verdicts
 from arena.tasks.transcript import ReplayTranscript, render_transcript
-from arena.types import Message, SamplingParams
-
-log = structlog.get_logger(__name__)
+from arena.types import Message
 
 # What the rubric prompt shows as the user's goal: τ²'s judge grades from the conversation alone.
 GOAL = "(not shown: grade each expected outcome from the conversation alone)"
@@ -43,26 +39,10 @@ async def judge_assertions(
         return None, "no judge: NL assertions not checked"
     n = len(assertions)
     prompt = judge_messages(GOAL, transcript_text(messages), assertions)
-    problem = "no attempt made"
-    for attempt in range(attempts):
-        # Greedy first; later attempts sample so a retry does not repeat the same bad answer.
-        params = SamplingParams(
-            temperature=0.0 if attempt == 0 else 0.7,
-            seed=attempt,
-            max_tokens=96 + 96 * n,
-            json_schema=judge_schema(n),
-        )
-        try:
-            completion = await judge.chat(prompt, params=params)
-            out = parse_judge_output(completion.text, n)
-        except (ModelError, ValueError) as exc:
-            problem = str(exc)
-            log.info("tau2.judge_attempt_failed", attempt=attempt + 1, problem=problem)
-            continue
-        failed = [
-            f"not met: {assertions[v.criterion - 1]} ({v.reason.strip()})"
-            for v in out.verdicts
-            if not v.passed
-        ]
-        return [v.passed for v in out.verdicts], "; ".join(failed) or f"all {n} assertions met"
-    return [False] * n, f"judge gave no valid verdict after {attempts} attempts: {problem}"
+    out, problem = await judge_verdicts(judge, prompt, n, attempts=attempts, label="tau2_nl_assertions")
+    if out is None:
+        return [False] * n, problem
+    failed = [
+        f"not met: {assertions[v.criterion - 1]} ({v.reason.strip()})" for v in out.verdicts if not v.passed
+    ]
+    return [v.passed for v in out.verdicts], "; ".join(failed) or f"all {n} assertions met"
