@@ -26,6 +26,7 @@ from arena.public.bfcl.dist import (
     backend_modules,
 )
 from arena.public.bfcl.model import BfclEntry, BfclManifest, load_benchmark, tool_spec
+from arena.public.files import swap_into_place
 
 SETUP_METHOD = "_load_scenario"  # how BFCL's harness loads a class's initial configuration
 # Imported by a backend module but never used by the multi-turn classes; the sandbox forbids it.
@@ -132,12 +133,7 @@ def import_bfcl(source: Path, dest: Path) -> BfclManifest:
         )
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
         load_benchmark(staging)  # everything written reads back
-        old = dest.with_name(dest.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if dest.exists():
-            dest.rename(old)
-        staging.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return manifest

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arena.env.objects import BackendSource, read_backend
-from arena.public.jsonl import read_models
+from arena.public.files import read_models
 from arena.types import ToolSpec
 
 SUBDIR = Path("public") / "bfcl"

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from arena.public.files import swap_into_place
 from arena.public.tau2.model import DOMAINS, Tau2Manifest, Tau2Task, load_domain_folder
 from arena.public.tau2.tool_docs import ToolDocError, tool_specs
 from arena.types import ToolSpec
@@ -188,12 +189,7 @@ def import_tau2(source: Path, domain: str, dest: Path) -> Tau2Manifest:
         (staging / "tasks.jsonl").write_text(lines, encoding="utf-8")
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
         load_domain_folder(staging)  # everything written reads back
-        old = dest.with_name(dest.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if dest.exists():
-            dest.rename(old)
-        staging.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return manifest

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from arena.public.jsonl import read_models
+from arena.public.files import read_models
 from arena.public.tau2.docstore import DocStore
 from arena.public.tau2.domains import domain_port
 from arena.types import ToolSpec

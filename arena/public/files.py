@@ -1,7 +1,9 @@
-"""Reading an imported benchmark's JSON-lines files (BFCL's entries, τ²'s tasks) into models."""
+"""An imported benchmark's files: its JSON-lines files read into models (BFCL's entries, τ²'s
+tasks), and a new import put in place of the old one."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,3 +23,13 @@ def read_models(path: Path, model: type[M]) -> list[M]:
         except ValidationError as exc:
             raise ValueError(f"{path}:{number}: {exc.errors()[0]['msg']}") from None
     return out
+
+
+def swap_into_place(staging: Path, dest: Path) -> None:
+    """Replace `dest` with the fully written `staging` folder; the old import goes only after."""
+    old = dest.with_name(dest.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    staging.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
