@@ -153,12 +153,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{r['name']:<{width}}  {r['kind']:<10}  {r['origin']:<11}  {tools:<20}  "
             f"{' / '.join(r['category'])}: {r['title']}"
         )
-    print(_public_line(daemon_config(args).data.dir))
+    data_dir = daemon_config(args).data.dir
+    print(_public_line(data_dir))
+    print(_tau2_line(data_dir))
     return 0
 
 
 def _public_line(data_dir: Path) -> str:
-    """The imported public benchmark, held out of every phase (`arena envs import-bfcl`)."""
+    """The imported BFCL benchmark, held out of every phase (`arena envs import-bfcl`)."""
     from arena.public.bfcl.model import SUBDIR, env_name, load_benchmark
 
     try:
@@ -167,6 +169,23 @@ def _public_line(data_dir: Path) -> str:
         return f"public benchmarks: none ({str(exc).split(':', 1)[0]})"
     envs = ", ".join(f"{env_name(c)} ({n} tasks)" for c, n in bench.manifest.categories.items())
     return f"public benchmarks (held out, never trained on; bfcl-eval {bench.version}): {envs}"
+
+
+def _tau2_line(data_dir: Path) -> str:
+    """The imported τ²-bench domains, held out of every phase (`arena envs import-tau2`)."""
+    from arena.public.tau2.model import load_domain
+    from ops.config_public import TAU2_DOMAINS
+
+    found = []
+    for name in TAU2_DOMAINS:
+        try:
+            domain = load_domain(data_dir, name)
+        except (FileNotFoundError, ValueError):
+            continue
+        found.append(f"{name} ({len(domain.tasks)} tasks, {(domain.manifest.commit or 'no commit')[:12]})")
+    if not found:
+        return "τ²-bench: none imported (arena envs import-tau2 --from CHECKOUT --domain retail|airline)"
+    return f"τ²-bench (held out, never trained on): {', '.join(found)}"
 
 
 # ----------------------------------------------------------------------------------------- show

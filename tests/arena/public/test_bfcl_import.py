@@ -69,7 +69,7 @@ def test_the_wheel_becomes_four_held_out_environments_of_one_task_per_entry(
     assert main(["envs", "list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert not any(line.startswith("bfcl") for line in listed)
-    assert listed[-1].startswith("public benchmarks (held out, never trained on; bfcl-eval 2026.3.23)")
+    assert listed[-2].startswith("public benchmarks (held out, never trained on; bfcl-eval 2026.3.23)")
 
 
 def test_an_installed_package_folder_imports_the_same_as_the_wheel(

@@ -124,6 +124,11 @@ def test_the_command_imports_into_the_data_dir_or_out(
     assert load_domain_folder(tmp_path / "o" / "retail").manifest.tasks == 9
     with pytest.raises(FileNotFoundError, match="arena envs import-tau2"):
         load_domain(tmp_path / "var", "airline")
+    # Listed as held out, never among the environments every phase draws from.
+    assert main(["envs", "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1] == "τ²-bench (held out, never trained on): retail (9 tasks, no commit)"
+    assert not any(line.startswith(("retail", "airline")) for line in listed)
 
 
 def _break(checkout: Path, case: str) -> None:
