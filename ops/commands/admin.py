@@ -202,6 +202,10 @@ def public_lines(public: dict[str, Any] | None, label: str = "public:", indent: 
         return [f"{label:<11} {name} {public.get('state')}: {public.get('note', '')}"[:160]]
     reused = public.get("reused_from")
     note = f", reused from round {reused['round']} {reused['stage']}" if reused else ""
+    judge = public.get("judge")
+    if judge:
+        agreement = judge.get("agreement")
+        note += ", judge " + (f"agreement {agreement:.2f}" if agreement is not None else "not measured")
     lines = [
         f"{label:<11} {interval_text(public.get('overall'))}  {name}, policy {public.get('policy')}{note}"
     ]

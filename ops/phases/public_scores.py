@@ -36,6 +36,8 @@ class PublicYardstick(BaseModel):
     seconds_per_entry: float | None = None
     sandboxed: bool = False
     reused_from: dict[str, Any] | None = None
+    # Where a judge scores part of the benchmark (τ²'s NL assertions): whose, and its measured agreement.
+    judge: dict[str, Any] | None = None
 
 
 class ScoredEntry(BaseModel):

@@ -22,6 +22,7 @@ from ops.phases.base import PhaseContext
 from ops.phases.episodes import run_items
 from ops.phases.public_scores import PublicYardstick, summarize
 from ops.phases.public_yardstick import reuse_runs, run_saver
+from ops.phases.simulated_training_gate import helper_fidelity, judge_note
 from work.jobs import EpisodeResult, WorkItem
 
 log = structlog.get_logger(__name__)
@@ -73,8 +74,16 @@ async def measure(ctx: PhaseContext, *, stage: str, policy: str) -> PublicYardst
         await _run(ctx, chosen, done, stage=stage, policy=policy, version=version)
     async with ctx.store.transaction() as s:
         rows = [r for r in await public_runs.runs(s, ctx.round, stage, BENCHMARK) if r.entry_id in wanted]
+    # τ²'s NL assertions are the helper judge's verdicts: its measured agreement rides along.
+    judge = judge_note(*await helper_fidelity(ctx))
     return summarize(
-        rows, benchmark=BENCHMARK, version=version, stage=stage, policy=policy, reused_from=reused
+        rows,
+        benchmark=BENCHMARK,
+        version=version,
+        stage=stage,
+        policy=policy,
+        reused_from=reused,
+        judge=judge,
     )
 
 

@@ -47,6 +47,8 @@ async def test_the_same_tasks_run_every_round_and_a_measured_policy_is_reused(
         assert first.version == f"retail@{domain.manifest.commit or 'unknown'}"[:60]
         # The gold played by the scripted policy passes every sampled task by τ²'s reward.
         assert list(first.categories) == ["retail"] and first.categories["retail"].passed == 4
+        # NL assertions are the helper judge's: its measured agreement (none stored here) rides along.
+        assert first.judge is not None and first.judge["agreement"] is None
         calls = policy.calls
         again = await public_tau2.measure(ctx(2), stage="live", policy="base")
         assert again.entries == first.entries and again.reused_from == {"round": 1, "stage": "live"}
