@@ -71,7 +71,12 @@ def unsupported_reason(model: Any) -> str | None:
 def _packed(weight: torch.Tensor) -> Linear:
     """A projection by `weight`, in oneDNN's blocked layout where that is available (bfloat16)."""
     if torch.backends.mkldnn.is_available():
-        blocked = torch.ops.mkldnn._reorder_linear_weight(weight)
+        try:
+            blocked = torch.ops.mkldnn._reorder_linear_weight(weight)
+        except RuntimeError:
+            # oneDNN has no kernel for this dtype on this CPU (bfloat16 without AVX-512 or
+            # AVX-NE-CONVERT): the plain projection computes the same, emulated.
+            return lambda x: F.linear(x, weight)
         return lambda x: torch.ops.mkldnn._linear_pointwise(x, blocked, None, "none", [], "")
     return lambda x: F.linear(x, weight)
 
