@@ -106,3 +106,33 @@ async def test_why_it_does_not_run(make_config: Any, phase_context: Any) -> None
         )
     assert absent.state == "not_imported" and "import-tau2" in absent.note
     assert off.state == "off"
+
+
+async def test_the_step_cap_and_the_domains_settings_act(make_config: Any, phase_context: Any) -> None:
+    from ops.phases import public_tau2
+
+    capped = with_tau2(make_config(ARENA_PUBLIC__TAU2_PER_DOMAIN="50", ARENA_PUBLIC__TAU2_MAX_STEPS="2"))
+    domain = load_domain(capped.data.dir, "retail")
+    async with Store(capped.database_url) as store:
+        await store.migrate()
+        ctx = phase_context(
+            capped,
+            store,
+            1,
+            phase="evaluate",
+            policy=ScriptedTau2Policy(domain.tasks),
+            helper=ScriptedTau2Helper(),
+        )
+        summary = await public_tau2.measure(ctx, stage="live", policy="base")
+    # Two steps (the greeting and the user's request) leave the gold policy no turn: every task that
+    # starts fresh ends capped (a task opening on a message history starts further on).
+    fresh = [t for t in domain.tasks if t.initial_state is None or not t.initial_state.message_history]
+    assert summary.overall is not None and summary.overall.passed == 0
+    assert summary.errors["max_steps"] == len(fresh)
+    airline_only = with_tau2(make_config(ARENA_PUBLIC__TAU2_DOMAINS="airline"))
+    async with Store(airline_only.database_url) as store:
+        await store.migrate()
+        none = await public_tau2.measure(
+            phase_context(airline_only, store, 1, phase="evaluate"), stage="live", policy="base"
+        )
+    assert none.state == "not_imported" and "airline" in none.note
